@@ -1,0 +1,45 @@
+"""Where the database is: --dsn, else DATABASE_URL, else libpq's PG* variables."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def resolve_dsn(flag: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """The connection string to use. An empty string lets libpq read PGHOST, PGUSER, ..."""
+    if flag:
+        return flag
+    return environ.get("DATABASE_URL", "")
+
+
+def redact(text: str) -> str:
+    """`text` with any password in a URI or key=value connection string replaced by ***."""
+    text = _URI_PASSWORD.sub(r"\1***\3", text)
+    return _KV_PASSWORD.sub(r"\1***", text)
+
+
+def describe(dsn: str) -> str:
+    """A safe one-line name for a database, for messages: user@host:port/dbname."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "<unparseable connection string>"
+    user = params.get("user") or os.environ.get("PGUSER", "")
+    host = params.get("host") or os.environ.get("PGHOST", "") or "localhost"
+    port = params.get("port") or os.environ.get("PGPORT", "") or "5432"
+    dbname = params.get("dbname") or os.environ.get("PGDATABASE", "") or user
+    return f"{user}@{host}:{port}/{dbname}"
+
+
+def with_dbname(dsn: str, dbname: str) -> str:
+    """The same server with another database name."""
+    params = conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return make_conninfo("", **{k: v for k, v in params.items() if v is not None})

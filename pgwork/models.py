@@ -1,0 +1,106 @@
+"""The values that cross the Queue's boundary. Plain frozen dataclasses, no I/O."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue. `key` defaults to one derived from the work (see pgwork.keys)."""
+
+    job_type: str
+    payload: JsonObject = field(default_factory=dict)
+    key: str | None = None
+    priority: int = 100
+    delay: float | None = None
+    available_at: datetime | None = None
+    max_attempts: int = 5
+    trace_context: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Proof of a claim. Every write about a running job is fenced by `token`."""
+
+    job_id: int
+    token: uuid.UUID
+    owner: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    id: int
+    job_type: str
+    payload: JsonObject
+    priority: int
+    attempt: int
+    max_attempts: int
+    idempotency_key: str
+    trace_context: dict[str, str]
+    lease: Lease
+    lease_expires_at: datetime
+    created_at: datetime
+    last_error: str | None
+
+
+class LeaseState(enum.Enum):
+    HELD = "held"
+    CANCEL_REQUESTED = "cancel_requested"
+    LOST = "lost"
+
+
+class Completion(enum.Enum):
+    """What a fenced success did."""
+
+    CREATED = "created"  # the result row is new
+    ALREADY_EXISTED = "already_existed"  # another run wrote the effect first; job still succeeded
+    LEASE_LOST = "lease_lost"  # the token no longer holds the job: nothing was written
+
+
+class FailOutcome(enum.Enum):
+    RETRY = "retry"
+    DEAD = "dead"
+    LEASE_LOST = "lease_lost"
+
+
+@dataclass(frozen=True)
+class Failure:
+    outcome: FailOutcome
+    available_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    id: int
+    job_type: str
+    previous_owner: str
+    attempt_count: int
+    status: str  # pending, or dead when attempts ran out, or cancelled when cancellation was asked
+    overdue_seconds: float
+
+
+@dataclass(frozen=True)
+class TypeStats:
+    job_type: str
+    ready: int
+    scheduled: int
+    retrying: int
+    running: int
+    dead: int
+    oldest_wait_seconds: float
+    max_heartbeat_age_seconds: float
+
+
+@dataclass(frozen=True)
+class CancelReport:
+    cancelled: list[int]  # were pending: now cancelled
+    requested: list[int]  # were running: the holder will stop at its next heartbeat
+    not_cancellable: list[int]  # finished already, or no such job

@@ -1,0 +1,581 @@
+"""The Queue: the only place pgwork talks to PostgreSQL.
+
+Every method is one short transaction (most are one statement, run in autocommit) so no
+transaction ever stays open while a job's work runs. Writes about a running job are fenced by
+its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import Connection
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from pgwork import sql_files
+from pgwork.backoff import Backoff
+from pgwork.dsn import describe, redact
+from pgwork.errors import (
+    EncodingRefused,
+    InvalidArgument,
+    NotMigrated,
+    SchemaTooNew,
+    Unreachable,
+)
+from pgwork.models import (
+    CancelReport,
+    ClaimedJob,
+    Completion,
+    FailOutcome,
+    Failure,
+    Lease,
+    LeaseState,
+    NewJob,
+    Reclaimed,
+    TypeStats,
+)
+from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_job_type, validate
+
+log = logging.getLogger("pgwork.queue")
+
+Row = dict[str, Any]
+AnyConnection = Connection[Any]
+
+NOTIFY_CHANNEL = "pgwork_jobs"
+# last_error is kept, not grown without bound: the newest text wins.
+MAX_ERROR_CHARS = 8000
+
+
+def connect(
+    dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
+) -> AnyConnection:
+    """A new connection, with failures turned into one clear line that never shows a password."""
+    try:
+        conn: AnyConnection = psycopg.connect(
+            dsn,
+            autocommit=autocommit,
+            application_name=application_name,
+            connect_timeout=connect_timeout,
+            row_factory=dict_row,
+        )
+    except psycopg.ProgrammingError as exc:  # malformed connection string
+        raise Unreachable(f"invalid connection string: {redact(str(exc)).strip()}") from None
+    except psycopg.OperationalError as exc:
+        first = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise Unreachable(f"cannot connect to {describe(dsn)}: {first}") from None
+    return conn
+
+
+def check_encoding(conn: AnyConnection) -> None:
+    row = conn.execute(sql_files.query("server_encoding")).fetchone()
+    encoding = str(row["server_encoding"]) if row else "unknown"
+    if encoding.upper() not in ("UTF8", "UTF-8"):
+        dbname = conn.info.dbname
+        raise EncodingRefused(
+            f"database {dbname!r} uses encoding {encoding}; pgwork needs UTF8 (under {encoding} text comes "
+            f"back as bytes and status comparisons silently fail). Create one with: "
+            f"CREATE DATABASE {dbname}_utf8 ENCODING 'UTF8' TEMPLATE template0"
+        )
+
+
+def schema_version(conn: AnyConnection) -> int:
+    present = conn.execute(sql_files.query("schema_exists")).fetchone()
+    if not present or not present["present"]:
+        return 0
+    row = conn.execute(sql_files.query("schema_version")).fetchone()
+    return int(row["version"]) if row else 0
+
+
+def check_schema(conn: AnyConnection) -> None:
+    version = schema_version(conn)
+    latest = sql_files.latest_version()
+    if version == 0:
+        raise NotMigrated(f"database {conn.info.dbname!r} has no pgwork schema; run `pgwork migrate` first")
+    if version > latest:
+        raise SchemaTooNew(
+            f"database {conn.info.dbname!r} is at pgwork schema version {version}, but this pgwork "
+            f"knows only up to {latest}; upgrade pgwork (never run an older pgwork against it)"
+        )
+    if version < latest:
+        raise NotMigrated(
+            f"database {conn.info.dbname!r} is at pgwork schema version {version} of {latest}; run `pgwork migrate`"
+        )
+
+
+def migrate(dsn: str) -> list[int]:
+    """Apply the migrations the database lacks, in one transaction under an advisory lock.
+
+    Ten pods starting at once migrate once: the first takes the lock and applies; the others
+    wait on the lock, then find nothing left to do. Returns the versions this call applied.
+    """
+    with connect(dsn, autocommit=False, application_name="pgwork-migrate") as conn:
+        check_encoding(conn)
+        conn.commit()
+        with conn.transaction():
+            conn.execute(sql_files.query("migrate_lock"))
+            conn.execute(sql_files.query("migrate_bootstrap"))
+            current = schema_version(conn)
+            latest = sql_files.latest_version()
+            if current > latest:
+                raise SchemaTooNew(
+                    f"database {conn.info.dbname!r} is at pgwork schema version {current}, but this "
+                    f"pgwork knows only up to {latest}; upgrade pgwork"
+                )
+            applied: list[int] = []
+            for migration in sql_files.migrations():
+                if migration.version <= current:
+                    continue
+                conn.execute(migration.sql)
+                conn.execute(
+                    sql_files.query("migrate_record"),
+                    {"version": migration.version, "name": migration.name},
+                )
+                applied.append(migration.version)
+                log.info("applied migration %04d_%s", migration.version, migration.name)
+        return applied
+
+
+def _optional_types(job_types: Iterable[str] | None) -> list[str] | None:
+    if job_types is None:
+        return None
+    types = [check_job_type(t, "job_types") for t in job_types]
+    if not types:
+        raise InvalidArgument("job_types", "is empty", "pass None for every type, or name at least one")
+    return types
+
+
+def _error_text(error: str) -> str:
+    return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 15] + " …[truncated]"
+
+
+class Queue:
+    """All database I/O for pgwork, over a small connection pool.
+
+    Methods take an optional `now` (tests pass a fixed instant instead of sleeping) and, where a
+    caller may want its own transaction, an optional `conn`: with one, the statement runs on it
+    and is committed (or not) by the caller.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 4,
+        backoff: Backoff | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        application_name: str = "pgwork",
+        check: bool = True,
+        prepare: bool = True,
+    ) -> None:
+        self.dsn = dsn
+        self.backoff = backoff or Backoff()
+        self.max_payload_bytes = max_payload_bytes
+        self.application_name = application_name
+        # Through a transaction-mode pooler server-side prepared statements may land on
+        # another backend; `prepare=False` turns them off.
+        self._prepare_threshold: int | None = 5 if prepare else None
+        with connect(dsn, application_name=application_name) as conn:
+            check_encoding(conn)
+            if check:
+                check_schema(conn)
+        self._pool: ConnectionPool[AnyConnection] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={
+                "autocommit": True,
+                "application_name": application_name,
+                "row_factory": dict_row,
+                "prepare_threshold": self._prepare_threshold,
+            },
+            open=False,
+            name=f"{application_name}-pool",
+            # A broken connection is replaced, not handed out.
+            check=ConnectionPool.check_connection,
+        )
+        self._pool.open(wait=True, timeout=30)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _conn(self, conn: AnyConnection | None = None) -> Iterator[AnyConnection]:
+        if conn is not None:
+            yield conn
+            return
+        with self._pool.connection() as pooled:
+            yield pooled
+
+    def _all(self, name: str, params: dict[str, Any], conn: AnyConnection | None = None) -> list[Row]:
+        with self._conn(conn) as c, c.cursor(row_factory=dict_row) as cur:
+            cur.execute(sql_files.query(name), params)
+            return cur.fetchall() if cur.description else []
+
+    def _one(self, name: str, params: dict[str, Any], conn: AnyConnection | None = None) -> Row | None:
+        rows = self._all(name, params, conn)
+        return rows[0] if rows else None
+
+    # -- producing ------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        job_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        priority: int = 100,
+        delay: float | None = None,
+        available_at: datetime | None = None,
+        max_attempts: int = 5,
+        trace_context: dict[str, str] | None = None,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Add one job; returns its id. With `conn`, the job exists iff the caller commits."""
+        job = NewJob(
+            job_type,
+            {} if payload is None else payload,
+            key,
+            priority,
+            delay,
+            available_at,
+            max_attempts,
+            trace_context or {},
+        )
+        return self.enqueue_many([job], conn=conn, now=now)[0]
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], *, conn: AnyConnection | None = None, now: datetime | None = None
+    ) -> list[int]:
+        """Add many jobs in one statement. All are validated first: one bad job writes none."""
+        rows = [validate(job, self.max_payload_bytes) for job in jobs]
+        if not rows:
+            return []
+        params = {
+            "now": now,
+            "job_types": [r.job_type for r in rows],
+            "payloads": [Jsonb(r.payload_json, dumps=_identity) for r in rows],
+            "priorities": [r.priority for r in rows],
+            "max_attempts": [r.max_attempts for r in rows],
+            "available_ats": [r.available_at for r in rows],
+            "delays": [r.delay for r in rows],
+            "keys": [r.key for r in rows],
+            "trace_contexts": [Jsonb(r.trace_context) for r in rows],
+        }
+        return [int(r["id"]) for r in self._all("enqueue", params, conn)]
+
+    # -- the job's life -------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        job_types: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float = 30.0,
+        now: datetime | None = None,
+    ) -> list[ClaimedJob]:
+        """Claim up to `limit` ready jobs in one statement, committed before returning."""
+        if not owner or len(owner) > 200:
+            raise InvalidArgument("owner", "must be 1..200 characters", "use the pod or host name")
+        check_int(limit, "limit", 1, 10_000, "claim between 1 and 10000 jobs at once")
+        if _check_seconds(lease, "lease") <= 0:
+            raise InvalidArgument("lease", "must be > 0 seconds", "e.g. 30")
+        params = {
+            "owner": owner,
+            "job_types": _optional_types(job_types),
+            "limit": limit,
+            "lease": float(lease),
+            "now": now,
+        }
+        claimed = []
+        for r in self._all("claim", params):
+            attempt = int(r["attempt_count"])
+            claimed.append(
+                ClaimedJob(
+                    id=int(r["id"]),
+                    job_type=r["job_type"],
+                    payload=r["payload"],
+                    priority=int(r["priority"]),
+                    attempt=attempt,
+                    max_attempts=int(r["max_attempts"]),
+                    idempotency_key=r["idempotency_key"],
+                    trace_context=r["trace_context"] or {},
+                    lease=Lease(int(r["id"]), r["lease_token"], owner, attempt),
+                    lease_expires_at=r["lease_expires_at"],
+                    created_at=r["created_at"],
+                    last_error=r["last_error"],
+                )
+            )
+        # SKIP LOCKED returns rows in lock order, not priority order; callers expect the latter.
+        claimed.sort(key=lambda j: (j.priority, j.id))
+        return claimed
+
+    def heartbeat(
+        self,
+        lease: Lease,
+        *,
+        lease_seconds: float = 30.0,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> LeaseState:
+        return self.heartbeat_many([lease], lease_seconds=lease_seconds, now=now, conn=conn)[lease.job_id]
+
+    def heartbeat_many(
+        self,
+        leases: Sequence[Lease],
+        *,
+        lease_seconds: float = 30.0,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> dict[int, LeaseState]:
+        """Renew many leases in one statement; says for each job whether it is still held."""
+        _check_seconds(lease_seconds, "lease_seconds")
+        if not leases:
+            return {}
+        params = {
+            "ids": [lease.job_id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+            "lease": float(lease_seconds),
+            "now": now,
+        }
+        held = {int(r["id"]): bool(r["cancel_requested"]) for r in self._all("heartbeat", params, conn)}
+        states = {}
+        for lease in leases:
+            if lease.job_id not in held:
+                states[lease.job_id] = LeaseState.LOST
+            elif held[lease.job_id]:
+                states[lease.job_id] = LeaseState.CANCEL_REQUESTED
+            else:
+                states[lease.job_id] = LeaseState.HELD
+        return states
+
+    def succeed(
+        self, lease: Lease, result: Any, *, conn: AnyConnection | None = None, now: datetime | None = None
+    ) -> Completion:
+        """Mark succeeded and write the result under the job's idempotency key, both fenced.
+
+        With `conn` the caller can write its own business rows in the same transaction.
+        """
+        try:
+            # Serialise here, so a bad result fails before any statement is sent.
+            text = json.dumps(result, allow_nan=False, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument("result", f"is not JSON-serialisable ({exc})", "return JSON types only") from None
+        if "\\u0000" in text:
+            raise InvalidArgument("result", "contains a NUL character", "PostgreSQL jsonb cannot hold \\u0000")
+        result_json = Jsonb(text, dumps=_identity)
+        row = self._one(
+            "succeed",
+            {"id": lease.job_id, "token": lease.token, "owner": lease.owner, "result": result_json, "now": now},
+            conn,
+        )
+        assert row is not None
+        if not row["fenced"]:
+            return Completion.LEASE_LOST
+        return Completion.CREATED if row["inserted"] else Completion.ALREADY_EXISTED
+
+    def fail(
+        self,
+        lease: Lease,
+        error: str,
+        *,
+        retryable: bool = True,
+        delay: float | None = None,
+        now: datetime | None = None,
+    ) -> Failure:
+        """Record a failed attempt: retry after a backoff while attempts remain, else dead."""
+        retry_in = self.backoff.delay(lease.attempt) if delay is None else _check_seconds(delay, "delay")
+        row = self._one(
+            "fail",
+            {
+                "id": lease.job_id,
+                "token": lease.token,
+                "error": _error_text(error),
+                "retryable": retryable,
+                "delay": retry_in,
+                "now": now,
+            },
+        )
+        if row is None:
+            return Failure(FailOutcome.LEASE_LOST)
+        if row["status"] == "pending":
+            return Failure(FailOutcome.RETRY, row["available_at"])
+        return Failure(FailOutcome.DEAD)
+
+    def release(self, lease: Lease, note: str = "released by its worker", *, now: datetime | None = None) -> bool:
+        """Give a job back to pending (graceful shutdown). False if the lease was already lost
+        or the job's cancellation was requested (acknowledge that instead)."""
+        stamp = f"[{_error_text(note)} ({lease.owner}, attempt {lease.attempt})]"
+        return self._one("release", {"id": lease.job_id, "token": lease.token, "note": stamp, "now": now}) is not None
+
+    def acknowledge_cancel(self, lease: Lease, *, now: datetime | None = None) -> bool:
+        """The holder stops a job whose cancellation was requested and marks it cancelled."""
+        stamp = f"[cancelled while running on {lease.owner}, attempt {lease.attempt}]"
+        return (
+            self._one("acknowledge_cancel", {"id": lease.job_id, "token": lease.token, "note": stamp, "now": now})
+            is not None
+        )
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def reap(self, *, now: datetime | None = None, limit: int = 1000) -> list[Reclaimed]:
+        """Return running jobs whose lease lapsed to pending (dead once attempts are used up)."""
+        check_int(limit, "limit", 1, 1_000_000, "reap in batches of at most 1000000")
+        return [
+            Reclaimed(
+                int(r["id"]),
+                r["job_type"],
+                r["previous_owner"],
+                int(r["attempt_count"]),
+                r["status"],
+                float(r["overdue_seconds"]),
+            )
+            for r in self._all("reap", {"now": now, "limit": limit})
+        ]
+
+    def retry(self, ids: Sequence[int], *, max_attempts: int | None = None, now: datetime | None = None) -> list[int]:
+        """Requeue dead or cancelled jobs now. Returns the ids requeued."""
+        if max_attempts is not None:
+            check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1")
+        rows = self._all("retry", {"ids": list(ids), "max_attempts": max_attempts, "now": now})
+        return sorted(int(r["id"]) for r in rows)
+
+    def cancel(self, ids: Sequence[int], *, now: datetime | None = None) -> CancelReport:
+        wanted = sorted(set(ids))
+        with self._pool.connection() as conn, conn.transaction():
+            pending = {int(r["id"]) for r in self._all("cancel_pending", {"ids": wanted, "now": now}, conn)}
+            running = {int(r["id"]) for r in self._all("cancel_running", {"ids": wanted, "now": now}, conn)}
+        rest = [i for i in wanted if i not in pending and i not in running]
+        return CancelReport(sorted(pending), sorted(running), rest)
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Sequence[str] = ("succeeded", "cancelled", "dead"),
+        now: datetime | None = None,
+        batch: int = 10_000,
+    ) -> int:
+        """Delete finished jobs completed before now - older_than, batch by batch."""
+        seconds = older_than.total_seconds()
+        if seconds < 0:
+            raise InvalidArgument("older_than", "is negative", "give an age such as 30d")
+        allowed = {"succeeded", "cancelled", "dead"}
+        if not statuses or not set(statuses) <= allowed:
+            raise InvalidArgument("statuses", f"must be among {sorted(allowed)}", "only history is pruned")
+        total = 0
+        while True:
+            with self._conn() as conn, conn.cursor() as cur:
+                cur.execute(
+                    sql_files.query("prune"),
+                    {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch},
+                )
+                deleted = cur.rowcount
+            total += deleted
+            if deleted < batch:
+                return total
+
+    # -- questions ------------------------------------------------------------------------
+
+    def stats(self, job_types: Iterable[str] | None = None, *, now: datetime | None = None) -> list[TypeStats]:
+        rows = self._all("stats", {"job_types": _optional_types(job_types), "now": now})
+        return [
+            TypeStats(
+                r["job_type"],
+                int(r["ready"]),
+                int(r["scheduled"]),
+                int(r["retrying"]),
+                int(r["running"]),
+                int(r["dead"]),
+                float(r["oldest_wait_seconds"]),
+                float(r["max_heartbeat_age_seconds"]),
+            )
+            for r in rows
+        ]
+
+    def running(self, *, now: datetime | None = None) -> list[Row]:
+        return self._all("running", {"now": now})
+
+    def retrying(self, *, now: datetime | None = None) -> list[Row]:
+        return self._all("retrying", {"now": now})
+
+    def dead(self, *, limit: int = 100) -> list[Row]:
+        return self._all("dead", {"limit": limit})
+
+    def running_by_owner(self, job_types: Iterable[str] | None = None) -> dict[str, int]:
+        rows = self._all("running_by_owner", {"job_types": _optional_types(job_types)})
+        return {r["owner"]: int(r["jobs"]) for r in rows}
+
+    def job(self, job_id: int) -> Row | None:
+        return self._one("get_job", {"id": job_id})
+
+    def result(self, key: str) -> Row | None:
+        return self._one("get_result", {"key": key})
+
+    # -- wake-ups -------------------------------------------------------------------------
+
+    def listener(self) -> Listener:
+        """A dedicated session connection that LISTENs for new jobs (never from the pool:
+        behind a transaction-mode pooler LISTEN would silently stop working)."""
+        return Listener(self.dsn, self.application_name)
+
+
+class Listener:
+    """LISTEN on its own connection; `wait` returns the job types announced."""
+
+    def __init__(self, dsn: str, application_name: str = "pgwork") -> None:
+        self._conn = connect(dsn, application_name=f"{application_name}-listen")
+        self._conn.execute(sql_files.query("listen"))
+
+    def wait(self, timeout: float) -> set[str]:
+        """Block up to `timeout` seconds for the first notification, then drain what else came."""
+        types: set[str] = set()
+        deadline = time.monotonic() + timeout
+        for notify in self._conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+            types.add(notify.payload)
+        remaining = deadline - time.monotonic()
+        if types and remaining > 0:
+            for notify in self._conn.notifies(timeout=0.001):
+                types.add(notify.payload)
+        return types
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._conn.closed)
+
+
+def _check_seconds(value: float, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or value == float("inf"):
+        raise InvalidArgument(field, f"must be a finite number of seconds >= 0, got {value!r}", "e.g. 30")
+    return float(value)
+
+
+def _identity(text: Any) -> str:
+    return str(text)
+
+
+def new_token() -> uuid.UUID:
+    """A lease token as the database would mint it; for tests that forge stale leases."""
+    return uuid.uuid4()

@@ -1,0 +1,97 @@
+"""Fixtures: a real PostgreSQL for every test.
+
+PGWORK_TEST_DSN (e.g. postgresql://postgres@127.0.0.1:5432/test) names a server to use; without
+it the session starts an embedded one. Each test gets its own database, cloned from a migrated
+template, so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pgwork-test-run-"))
+
+from pgwork import embedded
+from pgwork.dsn import with_dbname
+from pgwork.queue import Queue, migrate
+
+
+@pytest.fixture(scope="session")
+def admin_dsn() -> Iterator[str]:
+    given = os.environ.get("PGWORK_TEST_DSN")
+    if given:
+        yield given
+        return
+    server = embedded.start(Path(tempfile.mkdtemp(prefix="pgwork-test-pg-")) / "data", delete_on_exit=True)
+    try:
+        yield embedded.admin_dsn(server)
+    finally:
+        server.cleanup()
+
+
+class Databases:
+    """Creates and drops throwaway databases on the test server."""
+
+    def __init__(self, admin: str) -> None:
+        self.admin = admin
+        self.created: list[str] = []
+
+    def _execute(self, statement: sql.Composable) -> None:
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(statement)
+
+    def create(self, *, template: str = "template0", encoding: str = "UTF8") -> str:
+        name = f"pgwork_t_{uuid.uuid4().hex[:12]}"
+        self._execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} ENCODING {} LC_COLLATE 'C' LC_CTYPE 'C'").format(
+                sql.Identifier(name), sql.Identifier(template), sql.Literal(encoding)
+            )
+        )
+        self.created.append(name)
+        return with_dbname(self.admin, name)
+
+    def drop_all(self) -> None:
+        for name in self.created:
+            self._execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        self.created.clear()
+
+
+@pytest.fixture(scope="session")
+def databases(admin_dsn: str) -> Iterator[Databases]:
+    dbs = Databases(admin_dsn)
+    yield dbs
+    dbs.drop_all()
+
+
+@pytest.fixture(scope="session")
+def migrated_template(databases: Databases) -> str:
+    dsn = databases.create()
+    migrate(dsn)
+    return psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]  # type: ignore[return-value]
+
+
+@pytest.fixture
+def empty_dsn(databases: Databases) -> str:
+    """A new UTF8 database without the pgwork schema."""
+    return databases.create()
+
+
+@pytest.fixture
+def dsn(databases: Databases, migrated_template: str) -> str:
+    """A new database with the pgwork schema applied."""
+    return databases.create(template=migrated_template)
+
+
+@pytest.fixture
+def queue(dsn: str) -> Iterator[Queue]:
+    q = Queue(dsn)
+    yield q
+    q.close()
