@@ -35,7 +35,7 @@ def test_bad_option_is_one_clear_line(dsn: str, args: list[str], expected: str) 
         "0",
         *args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(), cwd=str(ROOT), timeout=30)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=worker_env(), cwd=str(ROOT), timeout=30)
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr

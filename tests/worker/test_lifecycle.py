@@ -36,7 +36,7 @@ def test_sigkill_mid_job_lease_expires_reaper_hands_it_on(queue: Queue, spawn_wo
     # Nothing changes by itself: the row still names the dead owner until its lease lapses.
     assert running_owner(queue, job_id) == "w1"
     assert queue.reap() == []
-    reclaimed = wait_for(lambda: queue.reap(), 10, interval=0.2, what="the lease to lapse and the reaper to act")
+    reclaimed = wait_for(queue.reap, 10, interval=0.2, what="the lease to lapse and the reaper to act")
     assert [(r.id, r.previous_owner, r.attempt_count, r.status) for r in reclaimed] == [(job_id, "w1", 1, "pending")]
     wait_for(lambda: status(queue, job_id) == "succeeded", 20, what="w2 to finish the job")
     row = queue.job(job_id)
@@ -174,7 +174,7 @@ def test_listen_wakes_an_idle_worker_long_before_its_next_poll(queue: Queue, spa
     latencies = []
     for n in range(3):
         job_id = queue.enqueue("noop", {"n": n})
-        wait_for(lambda: status(queue, job_id) == "succeeded", 10, interval=0.01, what="the woken claim")
+        wait_for(lambda j=job_id: status(queue, j) == "succeeded", 10, interval=0.01, what="the woken claim")
         row = queue.job(job_id)
         assert row is not None
         latencies.append((row["started_at"] - row["created_at"]).total_seconds())

@@ -96,6 +96,7 @@ def test_busy_metrics_port_is_a_clear_startup_error(dsn: str) -> None:
                 "--metrics-port",
                 str(port),
             ],
+            check=False,
             capture_output=True,
             text=True,
             env=worker_env(),

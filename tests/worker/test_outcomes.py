@@ -5,11 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pgwork_test_app  # noqa: F401 - registers the handlers
 import pytest
 
-import pgwork_test_app  # noqa: F401 - registers the handlers
 from pgwork.queue import Queue
-from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import REGISTRY, Job, PermanentError, Registry, StopReason
 from pgwork.worker.runtime import Worker, check_result

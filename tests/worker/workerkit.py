@@ -5,12 +5,11 @@ A uniquely named module (not conftest) so test files can import it unambiguously
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
