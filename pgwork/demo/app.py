@@ -12,9 +12,7 @@ from typing import Any
 
 import pgwork
 from pgwork import Job, PermanentError
-from pgwork.demo import invoices
-
-JOB_TYPE = "demo.extract_invoice"
+from pgwork.demo import JOB_TYPE, invoices
 
 
 @pgwork.handler(JOB_TYPE)

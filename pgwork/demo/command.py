@@ -27,8 +27,7 @@ from typing import Any
 
 import pgwork
 from pgwork import embedded
-from pgwork.demo import invoices
-from pgwork.demo.app import JOB_TYPE
+from pgwork.demo import JOB_TYPE, invoices
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import PgworkError
 from pgwork.models import NewJob

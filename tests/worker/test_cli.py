@@ -41,3 +41,12 @@ def test_bad_option_is_one_clear_line(dsn: str, args: list[str], expected: str) 
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(expected), lines[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_building_the_cli_registers_no_handlers() -> None:
+    # Every worker process builds the parser; the demo's handler must not sneak into its registry.
+    from pgwork.cli import build_parser
+    from pgwork.worker.registry import REGISTRY
+
+    build_parser()
+    assert REGISTRY.get("demo.extract_invoice") is None
