@@ -99,12 +99,13 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
                 prepare=options.listen,
             )
         except Unreachable as exc:
-            if stopping[0] or time.monotonic() + pause > deadline:
+            if stopping[0]:
+                return None  # told to stop before the database was ever reached: nothing held
+            if time.monotonic() + pause > deadline:
                 raise
             log.warning("%s; retrying in %gs", exc, pause)
             time.sleep(pause)
             pause = min(pause * 2, 10.0)
-    return None
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -126,7 +126,8 @@ class Worker:
         return self._stop.is_set()
 
     def healthy(self) -> bool:
-        return time.monotonic() - self._last_tick < STALL_SECONDS
+        # A drain may outlast STALL_SECONDS; a liveness probe must not kill the pod mid-drain.
+        return self._stop.is_set() or time.monotonic() - self._last_tick < STALL_SECONDS
 
     def ready(self) -> bool:
         return self._claim_ok and not self._stop.is_set()
@@ -230,6 +231,8 @@ class Worker:
         self.metrics.in_flight.set(len(self.holdings))
 
     def _dispatch(self) -> None:
+        if self._stop.is_set():
+            return  # draining: jobs not yet started are released, not begun
         running = self.holdings.count(HeldState.RUNNING) + self.holdings.count(HeldState.FINISHING)
         for held in self.holdings.snapshot():
             if running >= self.options.concurrency:
@@ -289,6 +292,7 @@ class Worker:
             return self._lost(held, span)
         if failure is not None:
             retryable = not isinstance(failure, PermanentError)
+            span.record_exception(failure)
             tracing.mark_error(span, error_type(failure), str(failure))
             text = describe_error(failure)
             result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, text, retryable=retryable))
