@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import os
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pgwork-test-run-"))
 
+from pgtestkit import Databases
+
 from pgwork import embedded
-from pgwork.dsn import with_dbname
 from pgwork.queue import Queue, migrate
 
 
@@ -35,33 +34,6 @@ def admin_dsn() -> Iterator[str]:
         yield embedded.admin_dsn(server)
     finally:
         server.cleanup()
-
-
-class Databases:
-    """Creates and drops throwaway databases on the test server."""
-
-    def __init__(self, admin: str) -> None:
-        self.admin = admin
-        self.created: list[str] = []
-
-    def _execute(self, statement: sql.Composable) -> None:
-        with psycopg.connect(self.admin, autocommit=True) as conn:
-            conn.execute(statement)
-
-    def create(self, *, template: str = "template0", encoding: str = "UTF8") -> str:
-        name = f"pgwork_t_{uuid.uuid4().hex[:12]}"
-        self._execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {} ENCODING {} LC_COLLATE 'C' LC_CTYPE 'C'").format(
-                sql.Identifier(name), sql.Identifier(template), sql.Literal(encoding)
-            )
-        )
-        self.created.append(name)
-        return with_dbname(self.admin, name)
-
-    def drop_all(self) -> None:
-        for name in self.created:
-            self._execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        self.created.clear()
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import multiprocessing
 
 import psycopg
 import pytest
-from conftest import Databases
+from pgtestkit import Databases
 
 from pgwork.errors import EncodingRefused, NotMigrated, SchemaTooNew
 from pgwork.queue import Queue, migrate
