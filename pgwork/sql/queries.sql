@@ -139,6 +139,7 @@ UPDATE pgwork.jobs AS j
        lease_expires_at = NULL,
        last_error = right(coalesce(j.last_error || ' ', '') || %(note)s, 8000)
  WHERE j.id = %(id)s AND j.lease_token = %(token)s AND j.status = 'running'
+   AND j.cancel_requested_at IS NOT NULL
 RETURNING j.id;
 
 -- name: reap

@@ -210,6 +210,14 @@ def test_cancel_pending_and_running(queue: Queue) -> None:
     assert statuses == {pending: "cancelled", running: "cancelled"}
 
 
+def test_acknowledge_cancel_needs_a_request(queue: Queue) -> None:
+    queue.enqueue("ocr", {"doc": 1})
+    [job] = queue.claim("w")
+    assert queue.acknowledge_cancel(job.lease) is False  # nobody asked: the job keeps running
+    row = queue.job(job.id)
+    assert row is not None and row["status"] == "running"
+
+
 def test_cancel_requested_job_whose_worker_died_ends_cancelled(queue: Queue) -> None:
     queue.enqueue("ocr", {"doc": 1})
     [job] = queue.claim("w", lease=5)
