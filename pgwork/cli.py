@@ -18,7 +18,7 @@ from pgwork import __version__
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_duration
 from pgwork.errors import PgworkError
-from pgwork.queue import Queue, migrate
+from pgwork.queue import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.tables import render
 
 # Modules that add subcommands: each has `register(subparsers) -> None`. A missing optional
@@ -76,6 +76,12 @@ def _queue(args: argparse.Namespace) -> Queue:
 def cmd_migrate(args: argparse.Namespace) -> int:
     applied = migrate(resolve_dsn(args.dsn))
     print(f"applied migrations {applied}" if applied else "already up to date")
+    return 0
+
+
+def cmd_grant(args: argparse.Namespace) -> int:
+    applied = grant(resolve_dsn(args.dsn), args.role, args.profile)
+    print(f"granted {args.role} the {' + '.join(applied)} privileges on schema pgwork")
     return 0
 
 
@@ -182,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     add("migrate", cmd_migrate, "create or upgrade the pgwork schema (safe to run from many pods at once)")
+    p = add("grant", cmd_grant, "give an existing role least-privilege access (run as the migrating role)")
+    p.add_argument("role", metavar="ROLE")
+    p.add_argument(
+        "--profile",
+        choices=GRANT_PROFILES,
+        default="worker",
+        help="reader (dashboards, autoscaler), worker (+ enqueue, claim, finish, reap), maintainer (+ prune)",
+    )
     p = add("enqueue", cmd_enqueue, "add one job; prints its id")
     p.add_argument("job_type", metavar="TYPE")
     p.add_argument("--payload", default="{}", help="JSON object (default {})")

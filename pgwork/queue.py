@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 from psycopg import Connection
+from psycopg import sql as psycopg_sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
@@ -145,6 +146,28 @@ def migrate(dsn: str) -> list[int]:
         return applied
 
 
+GRANT_PROFILES = ("reader", "worker", "maintainer")
+
+
+def grant(dsn: str, role: str, profile: str) -> list[str]:
+    """Grant `role` the privileges of `profile` (and the profiles below it) on the pgwork schema.
+
+    Run as the role that migrated. Returns the profiles applied.
+    """
+    if profile not in GRANT_PROFILES:
+        raise InvalidArgument("profile", f"{profile!r} is not a profile", f"use one of {', '.join(GRANT_PROFILES)}")
+    if not role or len(role) > 63:
+        raise InvalidArgument("role", "must be a role name of 1..63 characters", "create it with CREATE ROLE first")
+    profiles = list(GRANT_PROFILES[: GRANT_PROFILES.index(profile) + 1])
+    blocks = sql_files.parse_queries(sql_files.read_text("sql/grants.sql"))
+    with connect(dsn, autocommit=False, application_name="pgwork-grant") as conn:
+        check_schema(conn)
+        with conn.transaction():
+            for name in profiles:
+                conn.execute(psycopg_sql.SQL(blocks[name]).format(role=psycopg_sql.Identifier(role)))
+    return profiles
+
+
 def _optional_types(job_types: Iterable[str] | None) -> list[str] | None:
     if job_types is None:
         return None
@@ -200,8 +223,9 @@ class Queue:
             },
             open=False,
             name=f"{application_name}-pool",
-            # A broken connection is replaced, not handed out.
-            check=ConnectionPool.check_connection,
+            # No per-checkout health check: it would double the round trips of every claim. A
+            # connection broken by a server restart fails one call, is discarded when returned,
+            # and the caller (the worker) retries with backoff.
         )
         self._pool.open(wait=True, timeout=30)
 

@@ -32,10 +32,14 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     return queries
 
 
+def read_text(path: str) -> str:
+    """A file shipped inside the package, by its path below pgwork/."""
+    return resources.files("pgwork").joinpath(path).read_text(encoding="utf-8")
+
+
 @cache
 def queries() -> dict[str, LiteralString]:
-    text = resources.files("pgwork").joinpath("sql/queries.sql").read_text(encoding="utf-8")
-    return parse_queries(text)
+    return parse_queries(read_text("sql/queries.sql"))
 
 
 def query(name: str) -> LiteralString:

@@ -1,0 +1,122 @@
+"""The pgwork command as a user runs it: a subprocess, real database, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pgwork(*args: str, dsn: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    full_env["PYTHONPATH"] = str(ROOT)
+    if dsn is not None:
+        full_env["DATABASE_URL"] = dsn
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pgwork.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=60,
+        check=False,
+    )
+
+
+def _jobs(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM pgwork.jobs").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_migrate_enqueue_and_ask(empty_dsn: str) -> None:
+    assert "applied migrations [1]" in pgwork("migrate", dsn=empty_dsn).stdout
+    assert "already up to date" in pgwork("--dsn", empty_dsn, "migrate").stdout
+    out = pgwork("enqueue", "ocr", "--payload", '{"doc": "a.pdf"}', "--key", "a.pdf", "--priority", "5", dsn=empty_dsn)
+    assert out.returncode == 0, out.stderr
+    job_id = int(out.stdout)
+    pgwork("enqueue", "ocr", "--delay", "5m", dsn=empty_dsn)
+    stats = json.loads(pgwork("stats", "--json", dsn=empty_dsn).stdout)
+    assert stats == [
+        {
+            "job_type": "ocr",
+            "ready": 1,
+            "scheduled": 1,
+            "retrying": 0,
+            "running": 0,
+            "dead": 0,
+            "oldest_wait_seconds": stats[0]["oldest_wait_seconds"],
+            "max_heartbeat_age_seconds": 0.0,
+        }
+    ]
+    assert "ocr" in pgwork("stats", dsn=empty_dsn).stdout
+    assert pgwork("running", dsn=empty_dsn).stdout.strip() == "(none)"
+    assert json.loads(pgwork("dead", "--json", dsn=empty_dsn).stdout) == []
+    cancel = pgwork("cancel", str(job_id), dsn=empty_dsn)
+    assert cancel.returncode == 0 and f"cancelled: [{job_id}]" in cancel.stdout
+    retry = pgwork("retry", str(job_id), "--max-attempts", "9", dsn=empty_dsn)
+    assert retry.returncode == 0 and f"requeued: [{job_id}]" in retry.stdout
+    assert "deleted 0" in pgwork("prune", "--older-than", "7d", dsn=empty_dsn).stdout
+    assert pgwork("reap", dsn=empty_dsn).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["enqueue", "ocr", "--payload", "{not json"], "--payload: not valid JSON"),
+        (["enqueue", "ocr", "--payload", "[1, 2]"], "--payload: must be a JSON object"),
+        (["enqueue", "ocr", "--priority", "-1"], "priority: -1 is out of range"),
+        (["enqueue", "ocr", "--priority", "99999"], "priority: 99999 is out of range"),
+        (["enqueue", "ocr", "--delay", "-5"], "--delay: '-5' must be a finite duration >= 0"),
+        (["enqueue", "ocr", "--delay", "soon"], "--delay: 'soon' is not a duration"),
+        (["enqueue", "ocr", "--max-attempts", "0"], "max_attempts: 0 is out of range"),
+        (["enqueue", ""], "job_type: must be a non-empty string"),
+        (["retry", "abc"], "ID: 'abc' is not a job id"),
+        (["prune", "--older-than", "forever"], "--older-than: 'forever' is not a duration"),
+        (["reap", "--every", "0"], "--every: must be > 0"),
+    ],
+)
+def test_bad_arguments_are_one_clear_line_and_write_nothing(dsn: str, args: list[str], fragment: str) -> None:
+    out = pgwork(*args, dsn=dsn)
+    assert out.returncode == 2
+    assert fragment in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert _jobs(dsn) == 0
+
+
+def test_unreachable_database(dsn: str) -> None:
+    out = pgwork("stats", dsn="postgresql://bob:hunter2@127.0.0.1:1/nowhere")
+    assert out.returncode == 2
+    assert "cannot connect to bob@127.0.0.1:1/nowhere" in out.stderr
+    assert "hunter2" not in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_malformed_dsn(dsn: str) -> None:
+    out = pgwork("stats", dsn="host=127.0.0.1 port=notaport password=hunter2")
+    assert out.returncode == 2 and "hunter2" not in out.stderr and "Traceback" not in out.stderr
+    assert "port" in out.stderr
+
+
+def test_unknown_role(admin_dsn: str, dsn: str) -> None:
+    from pgwork.dsn import with_dbname
+
+    bad = with_dbname(dsn, psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])  # type: ignore[arg-type]
+    bad = psycopg.conninfo.make_conninfo(bad, user="no_such_role_xyz", password="hunter2")
+    out = pgwork("stats", dsn=bad)
+    assert out.returncode == 2 and "no_such_role_xyz" in out.stderr and "hunter2" not in out.stderr
+
+
+def test_unmigrated_database(empty_dsn: str) -> None:
+    out = pgwork("stats", dsn=empty_dsn)
+    assert out.returncode == 2
+    assert "has no pgwork schema; run `pgwork migrate` first" in out.stderr
+    assert "Traceback" not in out.stderr
