@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -21,8 +23,17 @@ MONITORING = ROOT / "monitoring"
 # Kubernetes minor versions the chart and manifests promise to work on (Chart.yaml kubeVersion >=1.30).
 KUBERNETES_VERSIONS = ("1.30.0", "1.33.0", "1.35.0")
 
-if str(SCRIPTS) not in sys.path:
-    sys.path.insert(0, str(SCRIPTS))
+
+def load_script(name: str) -> ModuleType:
+    """A module from scripts/ (not a package: the scripts run as plain files too)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def tool(name: str) -> str | None:
@@ -79,11 +90,12 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 def metrics_in(expr: str) -> set[str]:
     """pgwork_* metric names an expression reads, histogram series mapped to their family."""
     names = set()
-    for name in re.findall(r"\bpgwork_[a-z_]+", expr):
+    for found in re.findall(r"\bpgwork_[a-z_]+", expr):
+        family = found
         for suffix in HISTOGRAM_SUFFIXES:
-            if name.endswith(suffix) and name.removesuffix(suffix).endswith("_seconds"):
-                name = name.removesuffix(suffix)
-        names.add(name)
+            if found.endswith(suffix) and found.removesuffix(suffix).endswith("_seconds"):
+                family = found.removesuffix(suffix)
+        names.add(family)
     return names
 
 

@@ -110,7 +110,6 @@ def test_heartbeat_alert_uses_the_contract_threshold() -> None:
     assert "pgwork_queue_max_heartbeat_age_seconds" in queue
     assert "3 * max by (namespace, jobqueue) (pgwork_queue_heartbeat_interval_seconds)" in queue
     worker = " ".join(by_name["PgworkWorkerHeartbeatStale"]["expr"].split())
-    assert "(time() - pgwork_worker_last_heartbeat_timestamp_seconds) > 3 * pgwork_worker_heartbeat_interval_seconds" in (
-        worker
-    )
+    stale = "(time() - pgwork_worker_last_heartbeat_timestamp_seconds) > 3 * pgwork_worker_heartbeat_interval_seconds"
+    assert stale in worker
     assert "and pgwork_jobs_in_flight > 0" in worker
