@@ -12,6 +12,7 @@ manifests/examples/jobqueue.yaml. `--check` writes nothing and fails when anythi
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import shutil
 import subprocess
@@ -72,24 +73,24 @@ def _base_resource(resource: str) -> str:
 
 
 def split_rules(rules: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(cluster-scoped rules, namespaced rules). A rule mixing both kinds of resource is refused,
-    so the namespaced install never grants a namespaced resource cluster-wide."""
+    """(cluster-scoped rules, namespaced rules). A rule naming both kinds of resource is split in
+    two, so a namespace-scoped install never grants a namespaced resource cluster-wide."""
     cluster: list[dict[str, Any]] = []
     namespaced: list[dict[str, Any]] = []
-    for i, rule in enumerate(rules):
+    for i, source_rule in enumerate(rules):
+        rule = copy.deepcopy(dict(source_rule))  # shared lists would dump as YAML anchors
         if "nonResourceURLs" in rule:
-            cluster.append(dict(rule))
+            cluster.append(rule)
             continue
         resources = [str(r) for r in rule.get("resources", [])]
         if not resources:
             raise SyncError(f"{RBAC_SOURCE}: rules[{i}] has no resources; list them explicitly")
-        scoped = {_base_resource(r) in CLUSTER_SCOPED for r in resources}
-        if scoped == {True, False}:
-            raise SyncError(
-                f"{RBAC_SOURCE}: rules[{i}] mixes cluster-scoped and namespaced resources {resources}; "
-                "split it into two rules"
-            )
-        (cluster if scoped == {True} else namespaced).append(dict(rule))
+        outside = [r for r in resources if _base_resource(r) in CLUSTER_SCOPED]
+        inside = [r for r in resources if _base_resource(r) not in CLUSTER_SCOPED]
+        if outside:
+            cluster.append(copy.deepcopy({**rule, "resources": outside}))
+        if inside:
+            namespaced.append(copy.deepcopy({**rule, "resources": inside}))
     return cluster, namespaced
 
 
