@@ -69,6 +69,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         settings.watching.server_timeout = 300
         settings.peering.name = options.peering_name
         settings.peering.standalone = options.standalone
+        settings.peering.mandatory = not options.standalone
         settings.peering.clusterwide = options.clusterwide
         # Two replicas with equal priority would both stay active; a random one makes exactly
         # one of them win, and the other takes over when the winner's peering record expires.
@@ -142,7 +143,8 @@ async def run_operator(
         clusterwide=options.clusterwide,
         namespaces=options.namespaces,
         standalone=options.standalone,
-        peering_name=options.peering_name,
+        # A peering name makes peering mandatory: the operator waits for its peering object.
+        peering_name=None if options.standalone else options.peering_name,
         liveness_endpoint=liveness_endpoint,
         stop_flag=stop_flag,
         ready_flag=ready_flag,

@@ -18,8 +18,11 @@ from urllib.parse import quote
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from pgwork import __version__
+
 FIELD_MANAGER = "pgwork-operator"
 REQUEST_TIMEOUT = 10.0
+USER_AGENT = f"pgwork-operator/{__version__}"
 
 # kind → (API path prefix, plural); all namespaced.
 RESOURCES: dict[str, tuple[str, str]] = {
@@ -99,8 +102,11 @@ def _path(kind: str, namespace: str, name: str | None = None) -> str:
 class Kube:
     """Blocking calls (the operator's handlers run them in kopf's thread pool)."""
 
-    def __init__(self, configuration: k8s_client.Configuration, *, timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(
+        self, configuration: k8s_client.Configuration, *, timeout: float = REQUEST_TIMEOUT, user_agent: str = USER_AGENT
+    ) -> None:
         self.api = k8s_client.ApiClient(configuration)
+        self.api.user_agent = user_agent
         self.timeout = timeout
 
     def close(self) -> None:
