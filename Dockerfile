@@ -13,8 +13,8 @@ WORKDIR /src
 RUN python -m venv /opt/pgwork
 COPY pyproject.toml README.md ./
 COPY pgwork ./pgwork
-RUN /opt/pgwork/bin/pip install --no-compile ".[operator]" \
- && /opt/pgwork/bin/pip uninstall --yes pip setuptools wheel
+# pip stays in the venv so images built FROM this one can add their handlers' dependencies.
+RUN /opt/pgwork/bin/pip install --no-compile ".[operator]"
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="pgwork" \
