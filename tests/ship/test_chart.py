@@ -343,3 +343,14 @@ def test_chart_metadata() -> None:
     assert chart["apiVersion"] == "v2"
     assert chart["appVersion"] == load_yaml(ROOT / "charts" / "pgwork" / "Chart.yaml")["version"]
     assert chart["kubeVersion"].startswith(">=1.30")
+
+
+def test_namespaced_peering_uses_a_namespaced_peering_object() -> None:
+    objects = helm_template(
+        "-f", str(CHART / "ci" / "namespaced-values.yaml"), "--set", "operator.peering.enabled=true"
+    )
+    (peering,) = by_kind(objects, "KopfPeering")
+    assert peering["metadata"] == {**peering["metadata"], "name": "pgwork", "namespace": "pgwork"}
+    assert not by_kind(objects, "ClusterKopfPeering")
+    (role,) = by_kind(objects, "Role")
+    assert any("kopfpeerings" in rule["resources"] for rule in role["rules"])
