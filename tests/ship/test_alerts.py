@@ -113,3 +113,12 @@ def test_heartbeat_alert_uses_the_contract_threshold() -> None:
     stale = "(time() - pgwork_worker_last_heartbeat_timestamp_seconds) > 3 * pgwork_worker_heartbeat_interval_seconds"
     assert stale in worker
     assert "and pgwork_jobs_in_flight > 0" in worker
+
+
+def test_three_heartbeats_never_outlast_the_lease() -> None:
+    """The heartbeat alert fires no later than lease expiry because the CRD forbids a lease
+    shorter than three heartbeats; if that rule changes, the alert's threshold must follow."""
+    crd = load_yaml(ROOT / "pgwork" / "operator" / "crd.yaml")
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = [v["rule"] for v in spec["properties"]["lease"]["x-kubernetes-validations"]]
+    assert "self.heartbeatSeconds * 3.0 <= self.durationSeconds" in rules

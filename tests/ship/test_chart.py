@@ -354,3 +354,16 @@ def test_namespaced_peering_uses_a_namespaced_peering_object() -> None:
     assert not by_kind(objects, "ClusterKopfPeering")
     (role,) = by_kind(objects, "Role")
     assert any("kopfpeerings" in rule["resources"] for rule in role["rules"])
+
+
+@pytest.mark.parametrize(("kube_version", "accepted"), [("1.29.0", False), ("1.30.0", True), ("1.35.0", True)])
+def test_kube_version_constraint(kube_version: str, accepted: bool) -> None:
+    proc = run([require("helm"), "template", "pgwork", str(CHART), "--kube-version", kube_version])
+    assert (proc.returncode == 0) is accepted, proc.stderr
+    if not accepted:
+        assert "incompatible with Kubernetes" in proc.stderr
+
+
+def test_dashboard_configmap_fits_the_size_limit() -> None:
+    cm = by_kind(rendered(CHART / "ci" / "monitoring-values.yaml"), "ConfigMap")[0]
+    assert len(json.dumps(cm)) < 900_000, "ConfigMaps hold at most 1 MiB"
