@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import jsonpatch
 import kmock
 from kubernetes import client as k8s_client
 
@@ -85,7 +86,11 @@ class _Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
                 data.setdefault("metadata", {})["resourceVersion"] = self._next()
             elif isinstance(data, list):
                 data.append({"op": "add", "path": "/metadata/resourceVersion", "value": self._next()})
-        return await super()._handle(request)
+        try:
+            return await super()._handle(request)
+        except jsonpatch.JsonPatchTestFailed as exc:
+            # A real API server answers 422, which tells kopf to re-read and patch again.
+            raise kmock.KubernetesError(status=422, reason="Invalid", message=str(exc)) from None
 
 
 class Emulator:
