@@ -12,10 +12,11 @@ import pytest
 
 from pgwork.models import NewJob
 from pgwork.operator.kube import Kube
+from pgwork.operator.permissions import denied, load_rules
 from pgwork.operator.render import DELETION_COST
 from pgwork.queue import Queue
 from tests.operator import stories
-from tests.operator.harness import OperatorThread, eventually
+from tests.operator.harness import Emulator, OperatorThread, eventually
 
 pytestmark = pytest.mark.slow
 
@@ -290,3 +291,9 @@ def test_invalid_spec_is_a_permanent_error_naming_the_field(
     assert "InvalidSpec" in stories.event_reasons(client, namespace, "bad")
     time.sleep(0.5)
     assert stories.deployment(client, namespace, "bad") is None
+
+
+def test_every_call_so_far_is_allowed_by_rbac(operator: OperatorThread, emulator: Emulator) -> None:
+    calls = [(c["group"], c["resource"], c["verb"]) for c in emulator.operator_calls()]
+    assert {("apps", "deployments", "patch"), ("", "pods", "patch"), ("", "events", "create")} <= set(calls)
+    assert denied(calls, load_rules()) == []
