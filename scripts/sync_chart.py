@@ -2,6 +2,7 @@
 
 Helm reads only files inside the chart, so:
   pgwork/operator/crd.yaml              -> charts/pgwork/crds/jobqueues.pgwork.dev.yaml (verbatim)
+  pgwork/operator/peering.yaml          -> charts/pgwork/crds/kopf-peering.yaml (verbatim)
   pgwork/operator/rbac.yaml (rules:)    -> charts/pgwork/files/rbac-rules.yaml (split by scope)
   monitoring/prometheus/pgwork-alerts.yaml -> charts/pgwork/files/pgwork-alerts.yaml (verbatim)
   monitoring/grafana/pgwork-dashboard.json -> charts/pgwork/files/pgwork-dashboard.json (verbatim)
@@ -31,6 +32,7 @@ NAMESPACE = "pgwork"
 
 COPIES = {
     "pgwork/operator/crd.yaml": "charts/pgwork/crds/jobqueues.pgwork.dev.yaml",
+    "pgwork/operator/peering.yaml": "charts/pgwork/crds/kopf-peering.yaml",
     "monitoring/prometheus/pgwork-alerts.yaml": "charts/pgwork/files/pgwork-alerts.yaml",
     "monitoring/grafana/pgwork-dashboard.json": "charts/pgwork/files/pgwork-dashboard.json",
 }
