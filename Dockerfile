@@ -1,0 +1,33 @@
+# syntax=docker/dockerfile:1
+# One image for the operator, the workers and the reaper: `pgwork operator`, `pgwork worker --app ...`,
+# `pgwork reap`. Build your job code on top of it (FROM pgwork/pgwork:0.1.0, then COPY your module).
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+# A virtualenv is copied whole into the final stage, so nothing from this stage (pip caches,
+# build backends, sources) reaches the runtime image.
+RUN python -m venv /opt/pgwork
+COPY pyproject.toml README.md ./
+COPY pgwork ./pgwork
+# pip stays in the venv so images built FROM this one can add their handlers' dependencies.
+RUN /opt/pgwork/bin/pip install --no-compile ".[operator]"
+
+FROM ${PYTHON_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="pgwork" \
+      org.opencontainers.image.description="PostgreSQL work queue: operator, worker and reaper" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# The chart runs with a read-only root filesystem: no bytecode writes, unbuffered logs.
+ENV PATH=/opt/pgwork/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=build /opt/pgwork /opt/pgwork
+# Numeric UID/GID so Kubernetes can verify runAsNonRoot without an /etc/passwd lookup.
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 8080 9100
+ENTRYPOINT ["pgwork"]
+CMD ["--help"]
