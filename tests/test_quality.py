@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _paths() -> list[str]:
-    return [p for p in ("pgwork", "tests", "bench") if (ROOT / p).exists()]
+    return [p for p in ("pgwork", "tests", "bench", "scripts") if (ROOT / p).exists()]
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
