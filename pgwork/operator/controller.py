@@ -13,7 +13,7 @@ from typing import Any
 
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
-from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, read_figures
+from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner
 from pgwork.operator.kube import Kube, KubeError
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide
@@ -23,6 +23,8 @@ log = logging.getLogger("pgwork.operator")
 
 # After a database failure the next try waits poll * 2**failures, up to this.
 MAX_BACKOFF_SECONDS = 300.0
+# JobQueues on one database reuse a backlog reading this fresh (see QueueCache.figures).
+SHARED_READING_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,13 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
                 f"{spec.database.secret_name} --from-literal={spec.database.secret_key}=postgresql://...",
             )
         queue = runtime.queues.get((namespace, name), dsn)
-        figures = read_figures(queue, spec.job_types)
+        figures = runtime.queues.figures(
+            dsn,
+            queue,
+            spec.job_types,
+            now=now,
+            max_age=min(SHARED_READING_SECONDS, spec.scaling.poll_interval_seconds / 4),
+        )
     except (DatabaseProblem, KubeError) as exc:
         problem = exc if isinstance(exc, DatabaseProblem) else DatabaseProblem("SecretUnreadable", str(exc))
         if dsn is not None and problem.reason not in ("SecretMissing",):
