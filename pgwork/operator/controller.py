@@ -107,6 +107,11 @@ def _due(memo: MutableMapping[str, Any], spec: JobQueueSpec, now: float) -> bool
     return now >= float(memo.get("next_poll", 0.0))
 
 
+def retry_delay(poll_seconds: float, failures: int) -> float:
+    """Seconds before the next try after `failures` failed rounds in a row: doubling, capped."""
+    return float(min(poll_seconds * 2 ** min(max(failures, 1) - 1, 16), MAX_BACKOFF_SECONDS))
+
+
 def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[str, Any], now: float) -> Outcome | None:
     """One round: read the backlog, decide, annotate pods, patch replicas. None when not due."""
     try:
@@ -272,7 +277,7 @@ def _database_down(
     generation = _generation(body)
     failures = int(memo.get("failures", 0)) + 1
     memo["failures"] = failures
-    delay = min(spec.scaling.poll_interval_seconds * 2 ** min(failures - 1, 16), MAX_BACKOFF_SECONDS)
+    delay = retry_delay(spec.scaling.poll_interval_seconds, failures)
     memo["next_poll"] = now + delay
     outcome = Outcome()
     previous = get_condition(conditions, "DatabaseReachable")

@@ -304,3 +304,30 @@ def test_every_call_so_far_is_allowed_by_rbac(operator: OperatorThread, emulator
     calls = [(c["group"], c["resource"], c["verb"]) for c in emulator.operator_calls()]
     assert {("apps", "deployments", "patch"), ("", "pods", "patch"), ("", "events", "create")} <= set(calls)
     assert denied(calls, load_rules()) == []
+
+
+def test_scale_subresource_replicas_are_followed_within_bounds(
+    operator: OperatorThread, client: Kube, namespace: str, dsn: str
+) -> None:
+    _ready_jobqueue(client, namespace, "ocr", dsn)
+    # What `kubectl scale jobqueue/ocr --replicas=5` (or an HPA, or KEDA) writes.
+    stories.patch_jobqueue(client, namespace, "ocr", {"spec": {"replicas": 5}})
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 5, what="replicas 5 with an empty queue")
+    stories.patch_jobqueue(client, namespace, "ocr", {"spec": {"replicas": 50}})
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 8, what="replicas capped at max 8")
+    body = eventually(
+        lambda: (b := stories.jobqueue(client, namespace, "ocr")) and b["status"].get("replicas") == 8 and b,
+        what="status.replicas 8 (the scale subresource's statusReplicasPath)",
+    )
+    assert stories.condition(body, "Scaling")["message"].startswith("following spec.replicas=")
+
+
+def test_deleting_the_jobqueue_closes_its_database_pool(
+    operator: OperatorThread, client: Kube, namespace: str, dsn: str
+) -> None:
+    runtime = operator.options.runtime
+    assert runtime is not None
+    _ready_jobqueue(client, namespace, "ocr", dsn)
+    assert runtime.queues.open_count() >= 1
+    client.request("DELETE", stories.jobqueues_path(namespace, "ocr"))
+    eventually(lambda: runtime.queues.open_count() == 0, what="the Queue closed after the delete")
