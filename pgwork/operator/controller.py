@@ -58,16 +58,15 @@ def _generation(body: Mapping[str, Any]) -> int | None:
 
 def reconcile(runtime: Runtime, body: Mapping[str, Any], now: float) -> Outcome:
     """Render and apply the Deployment, CronJobs and Service. Raises SpecError on a bad spec
-    (after filling `Outcome` is impossible, so the caller reports it) and KubeError on API trouble."""
+    (the caller reports it with `invalid_spec`) and KubeError on API trouble."""
     name = body["metadata"]["name"]
     namespace = body["metadata"]["namespace"]
     spec = parse_spec(body.get("spec"))
     manifests = render.render_all(body)
     done = []
     for manifest in manifests:
+        # Replicas only on creation: afterwards the scaler owns them and a re-apply leaves them be.
         extra = {"replicas": render.initial_replicas(spec)} if manifest["kind"] == "Deployment" else None
-        if manifest["kind"] == "Deployment":
-            manifest["spec"].pop("replicas", None)
         verb = runtime.kube.apply(manifest, create_extra=extra)
         done.append(f"{manifest['kind']} {manifest['metadata']['name']} {verb}")
     outcome = Outcome()
