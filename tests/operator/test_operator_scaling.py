@@ -83,3 +83,13 @@ def test_external_replicas_are_followed_within_bounds(external: int, expected: i
 def test_zero_window_scales_down_at_once() -> None:
     d = decide(policy(window=0.0), ready=0, running=0, current=6, now=5.0)
     assert (d.desired, d.reason) == (1, "ScaledDown")
+
+
+@pytest.mark.parametrize(
+    ("poll", "failures", "expected"),
+    [(10.0, 1, 10.0), (10.0, 2, 20.0), (10.0, 5, 160.0), (10.0, 6, 300.0), (0.2, 3, 0.8), (10.0, 99, 300.0)],
+)
+def test_retry_delay_after_database_failures(poll: float, failures: int, expected: float) -> None:
+    from pgwork.operator.controller import retry_delay
+
+    assert retry_delay(poll, failures) == pytest.approx(expected)
