@@ -110,6 +110,32 @@ def worker_args(spec: JobQueueSpec) -> list[str]:
     ]
 
 
+# The image runs as a numeric non-root user and writes nothing but /tmp, so every pod pgwork
+# creates can pass the "restricted" Pod Security Standard.
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": 10001,
+    "runAsGroup": 10001,
+    "fsGroup": 10001,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+TMP_VOLUME: dict[str, Any] = {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}
+TMP_MOUNT: dict[str, Any] = {"name": "tmp", "mountPath": "/tmp"}  # noqa: S108 (a path inside the pod)
+
+
+def _hardened(container: dict[str, Any]) -> dict[str, Any]:
+    return {**container, "securityContext": dict(CONTAINER_SECURITY), "volumeMounts": [dict(TMP_MOUNT)]}
+
+
+def _hardened_pod(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    return {**pod_spec, "securityContext": dict(POD_SECURITY), "volumes": [dict(TMP_VOLUME)]}
+
+
 def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int | None) -> Manifest:
     """The worker Deployment. `replicas` None leaves the field out (for patches: the scaler owns it)."""
     name = body["metadata"]["name"]
@@ -141,22 +167,25 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
     }
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": w.termination_grace_period_seconds,
-        "containers": [container],
+        "containers": [_hardened(container)],
     }
     if spec.database.migrate:
         # Safe from many pods at once: migrations take an advisory lock and run once.
         pod_spec["initContainers"] = [
-            {
-                "name": "migrate",
-                "image": w.image,
-                "imagePullPolicy": w.image_pull_policy,
-                "command": ["pgwork"],
-                "args": ["migrate"],
-                "env": [database_env(spec)],
-            }
+            _hardened(
+                {
+                    "name": "migrate",
+                    "image": w.image,
+                    "imagePullPolicy": w.image_pull_policy,
+                    "command": ["pgwork"],
+                    "args": ["migrate"],
+                    "env": [database_env(spec)],
+                }
+            )
         ]
     if w.service_account_name:
         pod_spec["serviceAccountName"] = w.service_account_name
+    pod_spec = _hardened_pod(pod_spec)
     deployment_spec: dict[str, Any] = {
         "selector": {"matchLabels": selector_labels(name)},
         # Surge, never take a busy worker away early: a rollout adds new pods before old ones drain.
@@ -213,25 +242,29 @@ def _cronjob(
                     "ttlSecondsAfterFinished": 600,
                     "template": {
                         "metadata": {"labels": _labels(body["metadata"]["name"], component)},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            **(
-                                {"serviceAccountName": spec.worker.service_account_name}
-                                if spec.worker.service_account_name
-                                else {}
-                            ),
-                            "containers": [
-                                {
-                                    "name": component,
-                                    "image": spec.worker.image,
-                                    "imagePullPolicy": spec.worker.image_pull_policy,
-                                    "command": ["pgwork"],
-                                    "args": args,
-                                    "env": [database_env(spec)],
-                                    "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
-                                }
-                            ],
-                        },
+                        "spec": _hardened_pod(
+                            {
+                                "restartPolicy": "Never",
+                                **(
+                                    {"serviceAccountName": spec.worker.service_account_name}
+                                    if spec.worker.service_account_name
+                                    else {}
+                                ),
+                                "containers": [
+                                    _hardened(
+                                        {
+                                            "name": component,
+                                            "image": spec.worker.image,
+                                            "imagePullPolicy": spec.worker.image_pull_policy,
+                                            "command": ["pgwork"],
+                                            "args": args,
+                                            "env": [database_env(spec)],
+                                            "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
+                                        }
+                                    )
+                                ],
+                            }
+                        ),
                     },
                 },
             },

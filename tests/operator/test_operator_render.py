@@ -166,3 +166,30 @@ def test_a_bad_spec_renders_nothing() -> None:
     bad_name["metadata"]["name"] = "x" * 50
     with pytest.raises(SpecError, match=r"^metadata\.name"):
         render_all(bad_name)
+
+
+def _pod_specs(manifests: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    pods = []
+    for m in manifests:
+        if m["kind"] == "Deployment":
+            pods.append((m["metadata"]["name"], m["spec"]["template"]["spec"]))
+        elif m["kind"] == "CronJob":
+            pods.append((m["metadata"]["name"], m["spec"]["jobTemplate"]["spec"]["template"]["spec"]))
+    return pods
+
+
+@pytest.mark.parametrize("overrides", [{}, {"database": {"migrate": False}}])
+def test_every_pod_meets_the_restricted_pod_security_standard(overrides: dict[str, Any]) -> None:
+    pods = _pod_specs(render_all(body(**overrides)))
+    assert {name for name, _ in pods} == {"ocr-worker", "ocr-reaper", "ocr-prune"}
+    for name, pod in pods:
+        security = pod["securityContext"]
+        assert security["runAsNonRoot"] is True and security["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in pod["containers"] + pod.get("initContainers", []):
+            c = container["securityContext"]
+            assert c["allowPrivilegeEscalation"] is False, (name, container["name"])
+            assert c["readOnlyRootFilesystem"] is True, (name, container["name"])
+            assert c["capabilities"] == {"drop": ["ALL"]}, (name, container["name"])
+            # A read-only root needs somewhere writable for temporary files.
+            assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+        assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in pod["volumes"]
