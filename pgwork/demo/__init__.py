@@ -1,0 +1,1 @@
+"""`pgwork demo`: the queue end to end on sample invoices, in under a minute."""
