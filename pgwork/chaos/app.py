@@ -13,8 +13,7 @@ from typing import Any
 
 import pgwork
 from pgwork import Job, PermanentError
-
-JOB_TYPE = "chaos"
+from pgwork.chaos.workload import JOB_TYPE
 
 
 @pgwork.handler(JOB_TYPE)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import random
 
-from pgwork.chaos.app import JOB_TYPE
 from pgwork.models import NewJob
 
+# Never import pgwork.chaos.app here: importing it registers its handler in the process-wide
+# registry, and the CLI imports this module for every command, `pgwork worker` included.
+JOB_TYPE = "chaos"
 MAX_ATTEMPTS = 6
 
 

@@ -13,7 +13,7 @@ from types import FrameType
 
 from pgwork import tracing
 from pgwork.dsn import resolve_dsn
-from pgwork.errors import PgworkError, Unreachable
+from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
 from pgwork.queue import Queue
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
 from pgwork.worker.registry import REGISTRY
@@ -99,7 +99,7 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
                 prepare=options.listen,
             )
         except Unreachable as exc:
-            if stopping[0] or time.monotonic() + pause > deadline:
+            if isinstance(exc, PERMANENT_CONNECT_ERRORS) or stopping[0] or time.monotonic() + pause > deadline:
                 raise
             log.warning("%s; retrying in %gs", exc, pause)
             time.sleep(pause)
