@@ -73,3 +73,12 @@ SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid)) AS terminated
 
 -- name: unfinished
 SELECT count(*) AS unfinished FROM pgwork.jobs WHERE status NOT IN ('succeeded', 'dead');
+
+-- name: held_by
+-- Jobs the worker holds whose work (the payload's `ms`) will still take a while: pausing it
+-- now leaves a lease to be reclaimed while it sleeps.
+SELECT count(*) AS held
+  FROM pgwork.jobs AS j
+ WHERE j.status = 'running' AND j.lease_owner = %(owner)s
+   AND j.started_at + make_interval(secs => coalesce((j.payload ->> 'ms')::float8, 0) / 1000)
+       > clock_timestamp() + interval '150 milliseconds';

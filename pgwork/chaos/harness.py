@@ -76,12 +76,19 @@ class Slot:
     generation: int = 0
     process: subprocess.Popen[bytes] | None = None
     log_file: IO[bytes] | None = None
-    paused_at: float | None = None
     owners: list[str] = field(default_factory=list)
 
     @property
     def owner(self) -> str:
         return f"chaos-s{self.index}-g{self.generation}"
+
+
+@dataclass(frozen=True)
+class Paused:
+    resume_at: float  # seconds on the run's clock
+    process: subprocess.Popen[bytes]
+    owner: str
+    since: float  # wall clock
 
 
 @dataclass
@@ -186,6 +193,7 @@ class Run:
         self.records: list[FaultRecord] = []
         self.crashes = 0
         self.sql = _queries("claimlog.sql")
+        self._admin: psycopg.Connection[dict[str, Any]] | None = None
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -251,7 +259,7 @@ class Run:
 
     # -- faults ---------------------------------------------------------------------------
 
-    def inject(self, fault: Fault, resumes: list[tuple[float, Slot]], clock: float) -> None:
+    def inject(self, fault: Fault, resumes: list[Paused], clock: float) -> None:
         slot = self.slots[fault.slot]
         started = time.time()
         if fault.kind is FaultKind.KILL_WORKER:
@@ -272,33 +280,47 @@ class Run:
             log.info("%6.1fs pg_terminate_backend on %s: %s sessions", clock, slot.owner, killed)
         elif fault.kind is FaultKind.PAUSE_WORKER:
             assert slot.process is not None
+            # Stop it while it holds work, or the pause proves nothing about stale writes.
+            self._wait_until_busy(slot.owner, patience=5.0)
+            paused = Paused(clock + (time.time() - started) + fault.hold, slot.process, slot.owner, time.time())
             slot.process.send_signal(signal.SIGSTOP)
-            slot.paused_at = started
-            resumes.append((clock + fault.hold, slot))
+            resumes.append(paused)
             log.info("%6.1fs SIGSTOP %s for %.1fs", clock, slot.owner, fault.hold)
 
-    def resume(self, slot: Slot, clock: float) -> None:
-        assert slot.process is not None and slot.paused_at is not None
-        slot.process.send_signal(signal.SIGCONT)
-        self.records.append(FaultRecord(FaultKind.PAUSE_WORKER, slot.owner, slot.paused_at, time.time()))
-        slot.paused_at = None
-        log.info("%6.1fs SIGCONT %s", clock, slot.owner)
+    def resume(self, paused: Paused, clock: float) -> None:
+        paused.process.send_signal(signal.SIGCONT)
+        self.records.append(FaultRecord(FaultKind.PAUSE_WORKER, paused.owner, paused.since, time.time()))
+        log.info("%6.1fs SIGCONT %s", clock, paused.owner)
+
+    def _admin_row(self, name: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """One row from a harness query on a fresh superuser connection; None while the database is down."""
+        try:
+            if self._admin is None or self._admin.closed:
+                self._admin = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5, row_factory=dict_row)
+            return self._admin.execute(self.sql[name], params or {}).fetchone()
+        except psycopg.Error as exc:
+            log.debug("%s failed: %s", name, exc)
+            if self._admin is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._admin.close()
+            self._admin = None
+            return None
 
     def _terminate(self, owner: str) -> int | str:
-        try:
-            with psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5, row_factory=dict_row) as conn:
-                row = conn.execute(self.sql["terminate_backends"], {"app": f"pgwork-worker:{owner}"}).fetchone()
-                return int(row["terminated"]) if row else 0
-        except psycopg.Error as exc:
-            return f"failed ({str(exc).strip().splitlines()[0]})"
+        row = self._admin_row("terminate_backends", {"app": f"pgwork-worker:{owner}"})
+        return int(row["terminated"]) if row else "failed (database down)"
+
+    def _wait_until_busy(self, owner: str, patience: float) -> None:
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            row = self._admin_row("held_by", {"owner": owner})
+            if row and int(row["held"]) > 0:
+                return
+            time.sleep(0.05)
 
     def _unfinished(self) -> int | None:
-        try:
-            with psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5, row_factory=dict_row) as conn:
-                row = conn.execute(self.sql["unfinished"]).fetchone()
-                return int(row["unfinished"]) if row else None
-        except psycopg.Error:
-            return None
+        row = self._admin_row("unfinished")
+        return int(row["unfinished"]) if row else None
 
     def watch_workers(self, clock: float) -> None:
         """A worker that exited on its own is a crash; replace it, as a Deployment would."""
@@ -327,14 +349,14 @@ class Run:
             self.start_worker(slot)
         reaper.start()
         pending = list(plan)
-        resumes: list[tuple[float, Slot]] = []
+        resumes: list[Paused] = []
         last_check = 0.0
         try:
             while True:
                 clock = time.monotonic() - began
-                for at, slot in [r for r in resumes if r[0] <= clock]:
-                    resumes.remove((at, slot))
-                    self.resume(slot, clock)
+                for paused in [p for p in resumes if p.resume_at <= clock]:
+                    resumes.remove(paused)
+                    self.resume(paused, clock)
                 while pending and pending[0].at <= clock:
                     self.inject(pending.pop(0), resumes, clock)
                 self.watch_workers(clock)
@@ -348,11 +370,13 @@ class Run:
                         break
                 time.sleep(0.05)
         finally:
-            for _, slot in resumes:
-                self.resume(slot, time.monotonic() - began)
+            for paused in resumes:
+                self.resume(paused, time.monotonic() - began)
             self.stop_workers()
             reaper.stop_event.set()
             reaper.join(timeout=30)
+        if self._admin is not None:
+            self._admin.close()
         self.final_reap()
         seconds = time.monotonic() - began
         return self.judge(reaper, seconds)

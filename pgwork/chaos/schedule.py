@@ -65,15 +65,22 @@ def plan(
     last_restart = -MIN_RESTART_GAP
     at = start
     while at < duration:
-        kind = kinds[len(faults)] if len(faults) < len(kinds) else _weighted(rng)
+        forced = len(faults) < len(kinds)
+        kind = kinds[len(faults)] if forced else _weighted(rng)
         free = [s for s in range(workers) if busy_until[s] <= at]
-        if kind is not FaultKind.RESTART_DB and not free:
-            kind = FaultKind.RESTART_DB
-        if kind is FaultKind.RESTART_DB and at - last_restart < MIN_RESTART_GAP:
-            if not free:
+        restart_ok = at - last_restart >= MIN_RESTART_GAP
+        possible = restart_ok if kind is FaultKind.RESTART_DB else bool(free)
+        if not possible:
+            if forced:
+                at += 0.5  # keep the kind; try again a little later
+                continue
+            if free:
+                kind = FaultKind.TERMINATE_BACKENDS
+            elif restart_ok:
+                kind = FaultKind.RESTART_DB
+            else:
                 at += mean_gap  # nothing safe to do now
                 continue
-            kind = FaultKind.TERMINATE_BACKENDS
         slot = rng.choice(free) if free else 0
         hold = 0.0
         if kind is FaultKind.PAUSE_WORKER:
