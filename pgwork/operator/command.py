@@ -1,0 +1,62 @@
+"""`pgwork operator`: run the JobQueue operator (kopf) in one namespace, several, or all."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+
+from pgwork.errors import PgworkError
+
+
+class OperatorUsageError(PgworkError):
+    pass
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    text = "run the JobQueue operator: owns worker Deployments and CronJobs, scales on backlog"
+    p = subparsers.add_parser("operator", help=text, description=text)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument(
+        "--namespace",
+        action="append",
+        help="watch this namespace (repeatable; globs like team-* allowed); default: POD_NAMESPACE",
+    )
+    scope.add_argument("--all-namespaces", action="store_true", help="watch JobQueues in every namespace")
+    p.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (0 turns it off)")
+    p.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8081/healthz",
+        help="kopf liveness endpoint URL (empty turns it off)",
+    )
+    p.add_argument("--tick", type=float, default=1.0, help="timer wake-up in seconds (per-queue polls follow spec)")
+    p.add_argument("--standalone", action="store_true", help="no peering (only for a single replica)")
+    p.add_argument("--peering", default="pgwork", help="peering object name shared by the operator's replicas")
+    p.add_argument("--priority", type=int, help="peering priority (default: random, so one replica is active)")
+    p.set_defaults(func=cmd_operator)
+
+
+def cmd_operator(args: argparse.Namespace) -> int:
+    from pgwork.operator.handlers import OperatorOptions, run_operator
+
+    namespaces: list[str] = list(args.namespace or [])
+    if not namespaces and not args.all_namespaces:
+        own = os.environ.get("POD_NAMESPACE")
+        if not own:
+            raise OperatorUsageError(
+                "--namespace: none given and POD_NAMESPACE is unset; pass --namespace NS or --all-namespaces"
+            )
+        namespaces = [own]
+    if args.tick <= 0:
+        raise OperatorUsageError("--tick: must be > 0 seconds, e.g. 1")
+    options = OperatorOptions(
+        namespaces=namespaces,
+        clusterwide=bool(args.all_namespaces),
+        metrics_port=args.metrics_port or None,
+        tick_seconds=args.tick,
+        standalone=args.standalone,
+        peering_name=args.peering,
+        priority=args.priority,
+    )
+    asyncio.run(run_operator(options, liveness_endpoint=args.liveness or None))
+    return 0

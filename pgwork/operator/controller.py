@@ -1,0 +1,293 @@
+"""What the handlers do, without kopf: apply the owned objects; run one autoscaling round.
+
+Each function reads the JobQueue body, does its I/O through Kube and QueueCache, and returns the
+status to merge and the events to post, so handlers.py stays a thin layer over kopf.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgwork.operator import deletion_cost, render
+from pgwork.operator.conditions import get_condition, set_condition, timestamp
+from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, read_figures
+from pgwork.operator.kube import Kube, KubeError
+from pgwork.operator.metrics import OperatorMetrics
+from pgwork.operator.scaling import ScaleMemory, decide
+from pgwork.operator.spec import JobQueueSpec, SpecError, parse_spec
+
+log = logging.getLogger("pgwork.operator")
+
+# After a database failure the next try waits poll * 2**failures, up to this.
+MAX_BACKOFF_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Outcome:
+    status: dict[str, Any] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass
+class Runtime:
+    kube: Kube
+    queues: QueueCache
+    metrics: OperatorMetrics
+
+
+def _conditions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list((body.get("status") or {}).get("conditions") or [])
+
+
+def _generation(body: Mapping[str, Any]) -> int | None:
+    value = (body.get("metadata") or {}).get("generation")
+    return int(value) if value is not None else None
+
+
+def reconcile(runtime: Runtime, body: Mapping[str, Any], now: float) -> Outcome:
+    """Render and apply the Deployment, CronJobs and Service. Raises SpecError on a bad spec
+    (after filling `Outcome` is impossible, so the caller reports it) and KubeError on API trouble."""
+    name = body["metadata"]["name"]
+    namespace = body["metadata"]["namespace"]
+    spec = parse_spec(body.get("spec"))
+    manifests = render.render_all(body)
+    done = []
+    for manifest in manifests:
+        extra = {"replicas": render.initial_replicas(spec)} if manifest["kind"] == "Deployment" else None
+        if manifest["kind"] == "Deployment":
+            manifest["spec"].pop("replicas", None)
+        verb = runtime.kube.apply(manifest, create_extra=extra)
+        done.append(f"{manifest['kind']} {manifest['metadata']['name']} {verb}")
+    outcome = Outcome()
+    outcome.status = {
+        "selector": render.selector_string(name),
+        "observedGeneration": _generation(body),
+        "conditions": set_condition(
+            _conditions(body),
+            "Ready",
+            True,
+            "Applied",
+            "; ".join(done),
+            generation=_generation(body),
+            now=now,
+        ),
+    }
+    created = [d for d in done if d.endswith("created")]
+    if created:
+        outcome.events.append(Event("Normal", "Created", "; ".join(created)))
+    log.info("jobqueue %s/%s: %s", namespace, name, "; ".join(done))
+    return outcome
+
+
+def invalid_spec(body: Mapping[str, Any], error: SpecError, now: float) -> Outcome:
+    outcome = Outcome()
+    outcome.status = {
+        "observedGeneration": _generation(body),
+        "conditions": set_condition(
+            _conditions(body), "Ready", False, "InvalidSpec", str(error), generation=_generation(body), now=now
+        ),
+    }
+    outcome.events.append(Event("Warning", "InvalidSpec", str(error)))
+    return outcome
+
+
+def _due(memo: MutableMapping[str, Any], spec: JobQueueSpec, now: float) -> bool:
+    return now >= float(memo.get("next_poll", 0.0))
+
+
+def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[str, Any], now: float) -> Outcome | None:
+    """One round: read the backlog, decide, annotate pods, patch replicas. None when not due."""
+    try:
+        spec = parse_spec(body.get("spec"))
+    except SpecError:
+        return None  # reconcile reports it; never scale on a spec we cannot read
+    if not _due(memo, spec, now):
+        return None
+    name = body["metadata"]["name"]
+    namespace = body["metadata"]["namespace"]
+    generation = _generation(body)
+    conditions = _conditions(body)
+    deployment = render.names(name)["deployment"]
+    outcome = Outcome()
+
+    try:
+        current = runtime.kube.deployment_replicas(namespace, deployment)
+    except KubeError as exc:
+        memo["next_poll"] = now + spec.scaling.poll_interval_seconds
+        outcome.events.append(Event("Warning", "KubernetesError", f"reading Deployment {deployment}: {exc}"))
+        return outcome
+    if current is None:
+        memo["next_poll"] = now + spec.scaling.poll_interval_seconds
+        outcome.status = {
+            "conditions": set_condition(
+                conditions,
+                "Scaling",
+                False,
+                "DeploymentMissing",
+                f"Deployment {deployment} does not exist yet",
+                generation=generation,
+                now=now,
+            )
+        }
+        return outcome
+
+    dsn: str | None = None
+    try:
+        dsn = runtime.kube.read_secret_value(namespace, spec.database.secret_name, spec.database.secret_key)
+        if dsn is None:
+            raise DatabaseProblem(
+                "SecretMissing",
+                f"Secret {namespace}/{spec.database.secret_name} with key {spec.database.secret_key!r} not found "
+                f"(spec.database); create it: kubectl -n {namespace} create secret generic "
+                f"{spec.database.secret_name} --from-literal={spec.database.secret_key}=postgresql://...",
+            )
+        queue = runtime.queues.get((namespace, name), dsn)
+        figures = read_figures(queue, spec.job_types)
+    except (DatabaseProblem, KubeError) as exc:
+        problem = exc if isinstance(exc, DatabaseProblem) else DatabaseProblem("SecretUnreadable", str(exc))
+        if dsn is not None and problem.reason not in ("SecretMissing",):
+            runtime.queues.discard(dsn)
+        return _database_down(
+            runtime, body, spec=spec, memo=memo, conditions=conditions, current=current, problem=problem, now=now
+        )
+
+    memo["failures"] = 0
+    memory = memo.get("scale_memory")
+    decision = decide(
+        spec.scaling,
+        ready=figures.ready,
+        running=figures.running,
+        current=current,
+        now=now,
+        memory=memory if isinstance(memory, ScaleMemory) else None,
+        external=spec.replicas,
+    )
+    memo["scale_memory"] = decision.memory
+    memo["next_poll"] = now + spec.scaling.poll_interval_seconds
+    replicas = current
+    status: dict[str, Any] = {}
+    if decision.changes(current):
+        try:
+            busy_note = ""
+            if decision.desired < current:
+                busy_note = _mark_deletion_costs(runtime, namespace, name, spec, queue)
+            runtime.kube.scale_deployment(namespace, deployment, decision.desired)
+        except (KubeError, DatabaseProblem) as exc:
+            outcome.events.append(Event("Warning", "ScalingFailed", f"{current} → {decision.desired}: {exc}"))
+        else:
+            replicas = decision.desired
+            status["lastScaleTime"] = timestamp(now)
+            outcome.events.append(Event("Normal", decision.reason, decision.message + busy_note))
+            log.info("jobqueue %s/%s: %s%s", namespace, name, decision.message, busy_note)
+
+    previous_db = get_condition(conditions, "DatabaseReachable")
+    if previous_db is not None and previous_db.get("status") == "False":
+        outcome.events.append(Event("Normal", "DatabaseReachable", "the queue's database answers again"))
+    conditions = set_condition(
+        conditions, "DatabaseReachable", True, "Connected", "read the backlog", generation=generation, now=now
+    )
+    conditions = set_condition(
+        conditions, "Scaling", True, decision.reason, decision.message, generation=generation, now=now
+    )
+    ready = get_condition(conditions, "Ready")
+    if ready is not None and ready.get("reason") in ("DatabaseUnreachable",):
+        conditions = set_condition(
+            conditions, "Ready", True, "Applied", "owned objects applied", generation=generation, now=now
+        )
+    status.update(
+        {
+            "pending": figures.ready,
+            "scheduled": figures.scheduled,
+            "retrying": figures.retrying,
+            "running": figures.running,
+            "dead": figures.dead,
+            "oldestWaitSeconds": round(figures.oldest_wait_seconds, 3),
+            "maxHeartbeatAgeSeconds": round(figures.max_heartbeat_age_seconds, 3),
+            "desiredReplicas": decision.desired,
+            "replicas": replicas,
+            "selector": render.selector_string(name),
+            "lastPollTime": timestamp(now),
+            "conditions": conditions,
+        }
+    )
+    outcome.status = status
+    runtime.metrics.record(
+        namespace,
+        name,
+        figures,
+        desired=decision.desired,
+        current=replicas,
+        heartbeat_seconds=spec.lease.heartbeat_seconds,
+    )
+    return outcome
+
+
+def _mark_deletion_costs(runtime: Runtime, namespace: str, name: str, spec: JobQueueSpec, queue: Any) -> str:
+    """Annotate worker pods so the idle ones go first; returns a note for the event."""
+    held = jobs_by_owner(queue, spec.job_types)
+    wanted = render.selector_labels(name)
+    pods = [
+        p
+        for p in runtime.kube.list_pods(namespace, render.selector_string(name))
+        if all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
+    ]
+    for pod_name, cost in deletion_cost.annotations_to_set(pods, held).items():
+        runtime.kube.annotate_pod(namespace, pod_name, {render.DELETION_COST: cost})
+    busy = deletion_cost.busy_pods(pods, held)
+    return f"; {busy} of {len(pods)} pods busy, idle ones marked to go first" if pods else ""
+
+
+def _database_down(
+    runtime: Runtime,
+    body: Mapping[str, Any],
+    *,
+    spec: JobQueueSpec,
+    memo: MutableMapping[str, Any],
+    conditions: list[dict[str, Any]],
+    current: int,
+    problem: DatabaseProblem,
+    now: float,
+) -> Outcome:
+    """Report and back off; replicas stay as they are (an error never scales a queue down)."""
+    name = body["metadata"]["name"]
+    namespace = body["metadata"]["namespace"]
+    generation = _generation(body)
+    failures = int(memo.get("failures", 0)) + 1
+    memo["failures"] = failures
+    delay = min(spec.scaling.poll_interval_seconds * 2 ** min(failures - 1, 16), MAX_BACKOFF_SECONDS)
+    memo["next_poll"] = now + delay
+    outcome = Outcome()
+    previous = get_condition(conditions, "DatabaseReachable")
+    if previous is None or previous.get("status") != "False" or previous.get("reason") != problem.reason:
+        outcome.events.append(Event("Warning", problem.reason, problem.message))
+    conditions = set_condition(
+        conditions, "DatabaseReachable", False, problem.reason, problem.message, generation=generation, now=now
+    )
+    conditions = set_condition(
+        conditions,
+        "Scaling",
+        False,
+        "DatabaseUnreachable",
+        f"replicas left at {current}; retrying in {delay:g}s (attempt {failures})",
+        generation=generation,
+        now=now,
+    )
+    conditions = set_condition(
+        conditions, "Ready", False, "DatabaseUnreachable", problem.message, generation=generation, now=now
+    )
+    outcome.status = {"replicas": current, "lastPollTime": timestamp(now), "conditions": conditions}
+    log.warning("jobqueue %s/%s: database: %s", namespace, name, problem)
+    runtime.metrics.record(
+        namespace, name, None, desired=None, current=current, heartbeat_seconds=spec.lease.heartbeat_seconds
+    )
+    return outcome

@@ -1,0 +1,146 @@
+"""The operator's database edge: one small Queue per distinct DSN, shared by the JobQueues
+that use it, closed when the last of them goes; failures turned into a reason and a message."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import psycopg
+import psycopg_pool
+
+from pgwork.dsn import redact
+from pgwork.errors import DatabaseError, EncodingRefused, NotMigrated, SchemaTooNew, Unreachable
+from pgwork.queue import Queue
+
+QueueFactory = Callable[[str], Queue]
+User = tuple[str, str]  # (namespace, jobqueue)
+
+
+class DatabaseProblem(Exception):
+    """Why the queue's database cannot be read; `reason` is the condition reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{reason}: {message}")
+
+
+@dataclass(frozen=True)
+class Figures:
+    ready: int
+    scheduled: int
+    retrying: int
+    running: int
+    dead: int
+    oldest_wait_seconds: float
+    max_heartbeat_age_seconds: float
+
+
+def default_factory(dsn: str) -> Queue:
+    return Queue(dsn, pool_size=1, application_name="pgwork-operator")
+
+
+def explain(exc: BaseException) -> DatabaseProblem:
+    """A condition reason and a one-line message (never with a password) for a failure."""
+    text = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, Unreachable):
+        reason = "InvalidDSN" if text.startswith("invalid connection string") else "Unreachable"
+        return DatabaseProblem(reason, text)
+    if isinstance(exc, NotMigrated | SchemaTooNew | EncodingRefused):
+        return DatabaseProblem(type(exc).__name__, text)
+    if isinstance(exc, psycopg_pool.PoolTimeout | psycopg.OperationalError):
+        return DatabaseProblem("Unreachable", text)
+    return DatabaseProblem("QueryFailed", text)
+
+
+class QueueCache:
+    """Thread-safe: kopf runs sync handlers for different JobQueues in parallel threads."""
+
+    def __init__(self, factory: QueueFactory = default_factory) -> None:
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._queues: dict[str, Queue] = {}
+        self._users: dict[User, str] = {}
+
+    @staticmethod
+    def key(dsn: str) -> str:
+        return hashlib.sha256(dsn.encode()).hexdigest()
+
+    def get(self, user: User, dsn: str) -> Queue:
+        key = self.key(dsn)
+        with self._lock:
+            previous = self._users.get(user)
+            self._users[user] = key
+            if previous is not None and previous != key:
+                self._close_unused(previous)
+            queue = self._queues.get(key)
+        if queue is not None:
+            return queue
+        try:
+            # Outside the lock: connecting may take the connect timeout.
+            queue = self._factory(dsn)
+        except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise explain(exc) from None
+        with self._lock:
+            existing = self._queues.setdefault(key, queue)
+        if existing is not queue:
+            queue.close()
+        return existing
+
+    def discard(self, dsn: str) -> None:
+        """Forget a Queue that failed, so the next round connects afresh."""
+        with self._lock:
+            queue = self._queues.pop(self.key(dsn), None)
+        if queue is not None:
+            queue.close()
+
+    def release(self, user: User) -> None:
+        with self._lock:
+            key = self._users.pop(user, None)
+            if key is not None:
+                self._close_unused(key)
+
+    def _close_unused(self, key: str) -> None:
+        if key not in self._users.values():
+            queue = self._queues.pop(key, None)
+            if queue is not None:
+                queue.close()
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._queues)
+
+    def close_all(self) -> None:
+        with self._lock:
+            queues = list(self._queues.values())
+            self._queues.clear()
+            self._users.clear()
+        for queue in queues:
+            queue.close()
+
+
+def read_figures(queue: Queue, job_types: Iterable[str]) -> Figures:
+    """Backlog figures summed over the queue's job types (one statement)."""
+    try:
+        stats = queue.stats(list(job_types))
+    except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        raise explain(exc) from None
+    return Figures(
+        ready=sum(s.ready for s in stats),
+        scheduled=sum(s.scheduled for s in stats),
+        retrying=sum(s.retrying for s in stats),
+        running=sum(s.running for s in stats),
+        dead=sum(s.dead for s in stats),
+        oldest_wait_seconds=max((s.oldest_wait_seconds for s in stats), default=0.0),
+        max_heartbeat_age_seconds=max((s.max_heartbeat_age_seconds for s in stats), default=0.0),
+    )
+
+
+def jobs_by_owner(queue: Queue, job_types: Iterable[str]) -> dict[str, int]:
+    try:
+        return queue.running_by_owner(list(job_types))
+    except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        raise explain(exc) from None

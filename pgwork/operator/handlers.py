@@ -1,0 +1,151 @@
+"""The kopf layer: thin handlers over controller.py, and settings tuned in one startup hook.
+
+`build_registry(options)` makes a fresh registry per operator run, so tests can start the real
+operator several times in one process with different options.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from pgwork.operator import controller
+from pgwork.operator.controller import Outcome, Runtime
+from pgwork.operator.db import QueueCache, QueueFactory, default_factory
+from pgwork.operator.kube import Kube, KubeError, configuration_from_kopf, default_configuration
+from pgwork.operator.metrics import OperatorMetrics
+from pgwork.operator.spec import GROUP, PLURAL, VERSION, SpecError
+
+log = logging.getLogger("pgwork.operator")
+
+
+@dataclass
+class OperatorOptions:
+    namespaces: list[str] = field(default_factory=list)
+    clusterwide: bool = False
+    metrics_port: int | None = 8080
+    # How often the timer wakes; each JobQueue is polled per its own spec.scaling.pollIntervalSeconds.
+    tick_seconds: float = 1.0
+    standalone: bool = False
+    peering_name: str = "pgwork"
+    priority: int | None = None
+    # Tests hand kopf (and so the official client) a ConnectionInfo for the emulator.
+    connection: Any = None
+    executor_workers: int = 8
+    retry_backoff_seconds: float = 10.0
+    queue_factory: QueueFactory = default_factory
+    # Set by the startup hook; tests read it to measure and to close things.
+    runtime: Runtime | None = None
+
+
+def _post(body: Any, outcome: Outcome, patch: Any) -> None:
+    for event in outcome.events:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1000])
+    if outcome.status:
+        patch.status.update(outcome.status)
+
+
+def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Progress and the last-handled spec live in annotations under our own prefix; nothing
+        # is written into status but our figures and conditions.
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=GROUP, key="last-handled-configuration"
+        )
+        settings.persistence.finalizer = f"{GROUP}/operator"
+        settings.posting.reporting_component = "pgwork-operator"
+        settings.posting.level = logging.WARNING
+        settings.execution.max_workers = options.executor_workers
+        settings.networking.request_timeout = 30
+        settings.watching.server_timeout = 300
+        settings.peering.name = options.peering_name
+        settings.peering.standalone = options.standalone
+        settings.peering.mandatory = not options.standalone
+        settings.peering.clusterwide = options.clusterwide
+        # Two replicas with equal priority would both stay active; a random one makes exactly
+        # one of them win, and the other takes over when the winner's peering record expires.
+        settings.peering.priority = options.priority if options.priority is not None else random.randint(1, 2**30)
+        if options.namespaces and not options.clusterwide and not any("*" in n for n in options.namespaces):
+            settings.scanning.disabled = True  # fixed namespaces: no need to list/watch namespaces
+        configuration = (
+            configuration_from_kopf(options.connection) if options.connection is not None else default_configuration()
+        )
+        metrics = OperatorMetrics()
+        if options.metrics_port:
+            metrics.serve(options.metrics_port)
+        options.runtime = Runtime(Kube(configuration), QueueCache(options.queue_factory), metrics)
+
+    @kopf.on.cleanup(registry=registry)
+    def close(**_: Any) -> None:
+        if options.runtime is not None:
+            options.runtime.queues.close_all()
+            options.runtime.kube.close()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        if options.connection is not None:
+            return options.connection
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    def runtime() -> Runtime:
+        assert options.runtime is not None, "the startup hook sets the runtime"
+        return options.runtime
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)
+    def reconcile(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+        now = time.time()
+        try:
+            outcome = controller.reconcile(runtime(), body, now)
+        except SpecError as exc:
+            _post(body, controller.invalid_spec(body, exc, now), patch)
+            raise kopf.PermanentError(str(exc)) from None
+        except KubeError as exc:
+            kopf.event(body, type="Warning", reason="ApplyFailed", message=str(exc)[:1000])
+            raise kopf.TemporaryError(f"applying owned objects: {exc}", delay=options.retry_backoff_seconds) from None
+        _post(body, outcome, patch)
+
+    @kopf.timer(GROUP, VERSION, PLURAL, interval=options.tick_seconds, registry=registry)
+    def autoscale(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+        outcome = controller.autoscale(runtime(), body, memo, time.time())
+        if outcome is not None:
+            _post(body, outcome, patch)
+
+    @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True, registry=registry)
+    def forget(name: str, namespace: str | None, **_: Any) -> None:
+        # Owned objects go with their owner (ownerReferences); only our own state is left.
+        runtime().queues.release((namespace or "", name))
+        runtime().metrics.forget(namespace or "", name)
+
+    return registry
+
+
+async def run_operator(
+    options: OperatorOptions,
+    *,
+    liveness_endpoint: str | None = None,
+    stop_flag: Any = None,
+    ready_flag: Any = None,
+) -> None:
+    """The real kopf operator with our registry, until `stop_flag` is set."""
+    await kopf.operator(
+        registry=build_registry(options),
+        clusterwide=options.clusterwide,
+        namespaces=options.namespaces,
+        standalone=options.standalone,
+        # A peering name makes peering mandatory: the operator waits for its peering object.
+        peering_name=None if options.standalone else options.peering_name,
+        liveness_endpoint=liveness_endpoint,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )

@@ -1,0 +1,80 @@
+"""The operator's Prometheus gauges, one series per JobQueue (labels namespace, jobqueue).
+Names are the contract in docs/architecture.md."""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+from pgwork.operator.db import Figures
+
+LABELS = ("namespace", "jobqueue")
+
+
+class OperatorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+
+        def gauge(name: str, text: str) -> Gauge:
+            return Gauge(name, text, LABELS, registry=self.registry)
+
+        self.ready = gauge("pgwork_queue_ready_jobs", "Jobs ready to run now")
+        self.scheduled = gauge("pgwork_queue_scheduled_jobs", "Pending jobs not yet due (delay or retry backoff)")
+        self.running = gauge("pgwork_queue_running_jobs", "Jobs held by a worker")
+        self.dead = gauge("pgwork_queue_dead_jobs", "Jobs that ran out of attempts")
+        self.oldest_wait = gauge("pgwork_queue_oldest_wait_seconds", "Age of the oldest ready job")
+        self.heartbeat_age = gauge(
+            "pgwork_queue_max_heartbeat_age_seconds", "Longest time since a running job's last heartbeat"
+        )
+        self.desired = gauge("pgwork_queue_desired_replicas", "Workers the operator wants")
+        self.current = gauge("pgwork_queue_current_replicas", "Workers the Deployment asks for")
+        self.heartbeat_interval = gauge(
+            "pgwork_queue_heartbeat_interval_seconds", "Heartbeat interval the workers are configured with"
+        )
+        self.database_up = gauge("pgwork_queue_database_up", "1 when the queue's database answered the last poll")
+        self._all = (
+            self.ready,
+            self.scheduled,
+            self.running,
+            self.dead,
+            self.oldest_wait,
+            self.heartbeat_age,
+            self.desired,
+            self.current,
+            self.heartbeat_interval,
+            self.database_up,
+        )
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:  # noqa: S104 - scraped from inside the cluster
+        start_http_server(port, addr=addr, registry=self.registry)
+
+    def record(
+        self,
+        namespace: str,
+        jobqueue: str,
+        figures: Figures | None,
+        *,
+        desired: int | None,
+        current: int | None,
+        heartbeat_seconds: float,
+    ) -> None:
+        labels = (namespace, jobqueue)
+        self.database_up.labels(*labels).set(1 if figures is not None else 0)
+        self.heartbeat_interval.labels(*labels).set(heartbeat_seconds)
+        if figures is not None:
+            self.ready.labels(*labels).set(figures.ready)
+            self.scheduled.labels(*labels).set(figures.scheduled)
+            self.running.labels(*labels).set(figures.running)
+            self.dead.labels(*labels).set(figures.dead)
+            self.oldest_wait.labels(*labels).set(figures.oldest_wait_seconds)
+            self.heartbeat_age.labels(*labels).set(figures.max_heartbeat_age_seconds)
+        if desired is not None:
+            self.desired.labels(*labels).set(desired)
+        if current is not None:
+            self.current.labels(*labels).set(current)
+
+    def forget(self, namespace: str, jobqueue: str) -> None:
+        for gauge in self._all:
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, jobqueue)

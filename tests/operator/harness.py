@@ -1,0 +1,184 @@
+"""The real kopf operator, in-process, against kmock's KubernetesEmulator on a background loop.
+
+Tests talk to the emulator through the same official client the operator uses (with its own
+user agent, so the API-call log can tell test requests from the operator's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kmock
+from kubernetes import client as k8s_client
+
+from pgwork.operator.handlers import OperatorOptions, run_operator
+from pgwork.operator.kube import Kube, KubeError
+from pgwork.operator.spec import GROUP, VERSION
+
+T = TypeVar("T")
+TEST_AGENT = "pgwork-tests"
+API_CALLS_FILE = Path(__file__).parent / "api_calls.json"
+
+RESOURCES: dict[str, dict[str, Any]] = {
+    f"{GROUP}/{VERSION}/jobqueues": {
+        "kind": "JobQueue",
+        "namespaced": True,
+        "subresources": {"status", "scale"},
+        "verbs": {"get", "list", "watch", "create", "patch", "update", "delete"},
+    },
+    "apps/v1/deployments": {"kind": "Deployment", "namespaced": True},
+    "batch/v1/cronjobs": {"kind": "CronJob", "namespaced": True},
+    "v1/services": {"kind": "Service", "namespaced": True},
+    "v1/secrets": {"kind": "Secret", "namespaced": True},
+    "v1/pods": {"kind": "Pod", "namespaced": True},
+    "v1/events": {"kind": "Event", "namespaced": True},
+    "v1/namespaces": {"kind": "Namespace", "namespaced": False},
+    "apiextensions.k8s.io/v1/customresourcedefinitions": {"kind": "CustomResourceDefinition", "namespaced": False},
+    "kopf.dev/v1/kopfpeerings": {"kind": "KopfPeering", "namespaced": True},
+    "kopf.dev/v1/clusterkopfpeerings": {"kind": "ClusterKopfPeering", "namespaced": False},
+}
+
+
+def eventually(check: Callable[[], T | None], *, timeout: float = 15.0, interval: float = 0.05, what: str = "") -> T:
+    """Poll `check` until it returns something truthy; fail after `timeout` with the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (KubeError, KeyError, IndexError, TypeError, AssertionError) as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last {last!r}")
+
+
+class Emulator:
+    """KubernetesEmulator + its HTTP server, running on an event loop in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.kmock: Any = None
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), name="kmock", daemon=True)
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator) as server:
+            for key, info in RESOURCES.items():
+                emulator.resources[key] = kmock.ResourceInfo(**info)
+            self.kmock = emulator
+            self.url = str(server.url).rstrip("/")
+            self._ready.set()
+            await self._stop.wait()
+
+    def start(self) -> Emulator:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("kmock did not start within 10s")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def configuration(self) -> k8s_client.Configuration:
+        conf = k8s_client.Configuration()
+        conf.host = self.url
+        return conf
+
+    def client(self) -> Kube:
+        return Kube(self.configuration(), user_agent=TEST_AGENT)
+
+    def operator_calls(self) -> list[dict[str, Any]]:
+        """Every API request the operator (kopf or our client) made: verb, group, resource."""
+        calls = []
+        for request in list(iter(self.kmock)):
+            agent = request.headers.get("User-Agent", "")
+            if agent.startswith(TEST_AGENT) or request.resource is None or not request.resource.plural:
+                continue
+            calls.append(
+                {
+                    "verb": _verb(request),
+                    "group": request.resource.group or "",
+                    "resource": request.resource.plural
+                    + (f"/{request.subresource}" if request.subresource else ""),
+                    "namespaced": request.namespace is not None,
+                    "agent": agent.split("/")[0],
+                }
+            )
+        return calls
+
+
+def _verb(request: Any) -> str:
+    method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
+    if method == "GET":
+        if request.params.get("watch") in ("true", "1"):
+            return "watch"
+        return "get" if request.name else "list"
+    return {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(method, method.lower())
+
+
+def record_calls(calls: list[dict[str, Any]]) -> None:
+    """Merge into tests/operator/api_calls.json (distinct verb/group/resource rows, sorted)."""
+    rows = {(c["verb"], c["group"], c["resource"]) for c in calls}
+    if API_CALLS_FILE.exists():
+        rows |= {(r["verb"], r["group"], r["resource"]) for r in json.loads(API_CALLS_FILE.read_text())}
+    API_CALLS_FILE.write_text(
+        json.dumps([{"verb": v, "group": g, "resource": r} for v, g, r in sorted(rows)], indent=1) + "\n"
+    )
+
+
+class OperatorThread:
+    """`run_operator` (real kopf) on its own loop in a thread, like kopf.testing.KopfRunner."""
+
+    def __init__(self, options: OperatorOptions) -> None:
+        self.options = options
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="kopf", daemon=True)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(run_operator(self.options, stop_flag=self._stop, ready_flag=self._ready))
+        except BaseException as exc:
+            self.error = exc
+            self._ready.set()
+
+    def start(self) -> OperatorThread:
+        self._thread.start()
+        if not self._ready.wait(20):
+            raise RuntimeError("the operator did not become ready within 20s")
+        if self.error is not None:
+            raise RuntimeError(f"the operator failed to start: {self.error!r}") from self.error
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(20)
+        if self._thread.is_alive():
+            raise RuntimeError("the operator did not stop within 20s")
+
+
+def running(emulator: Emulator, options: OperatorOptions) -> Iterator[OperatorThread]:
+    import kopf
+
+    options.connection = kopf.ConnectionInfo(server=emulator.url, default_namespace="default")
+    thread = OperatorThread(options).start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
