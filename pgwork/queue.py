@@ -106,7 +106,9 @@ _REFUSED = (
 
 def check_encoding(conn: AnyConnection) -> None:
     row = conn.execute(sql_files.query("server_encoding")).fetchone()
-    encoding = str(row["server_encoding"]) if row else "unknown"
+    value = row["server_encoding"] if row else "unknown"
+    # Under SQL_ASCII psycopg hands text back as bytes, this very value included.
+    encoding = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
     if encoding.upper() not in ("UTF8", "UTF-8"):
         dbname = conn.info.dbname
         raise EncodingRefused(
