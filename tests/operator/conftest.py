@@ -7,7 +7,8 @@ import pytest
 
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.operator.kube import Kube
-from tests.operator.harness import Emulator, OperatorThread, record_calls, running
+from tests.operator import stories
+from tests.operator.harness import Emulator, OperatorThread, eventually, record_calls, running
 
 
 @pytest.fixture(scope="module")
@@ -32,5 +33,18 @@ def client(emulator: Emulator) -> Iterator[Kube]:
 
 
 @pytest.fixture
-def namespace() -> str:
-    return f"t-{uuid.uuid4().hex[:8]}"
+def namespace(emulator: Emulator) -> Iterator[str]:
+    """A fresh namespace; its JobQueues are deleted afterwards so their timers stop."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    yield name
+    client = emulator.client()
+    try:
+        for item in client.request("GET", stories.jobqueues_path(name)).get("items") or []:
+            client.request("DELETE", stories.jobqueues_path(name, item["metadata"]["name"]))
+        eventually(
+            lambda: not client.request("GET", stories.jobqueues_path(name)).get("items"),
+            timeout=10,
+            what=f"JobQueues in {name} deleted (kopf removes its finalizer)",
+        )
+    finally:
+        client.close()

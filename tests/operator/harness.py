@@ -61,6 +61,33 @@ def eventually(check: Callable[[], T | None], *, timeout: float = 15.0, interval
     raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last {last!r}")
 
 
+class _Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
+    """The emulator plus two things a real API server does that kopf relies on: a name from
+    `metadata.generateName` (every kopf event has one) and a resourceVersion bumped on each write
+    (kopf's JSON-patches test it, and it tells kopf which of its own patches it has seen)."""
+
+    _counter = 0
+
+    def _next(self) -> str:
+        type(self)._counter += 1
+        return str(type(self)._counter)
+
+    async def _handle(self, request: Any) -> Any:
+        method = str(getattr(request.method, "value", request.method)).upper()
+        data = request.data
+        if request.resource is not None and method == "POST" and isinstance(data, dict):
+            meta = data.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = f"{meta['generateName']}{self._next()}"
+            meta["resourceVersion"] = self._next()
+        elif request.resource is not None and method == "PATCH" and request.name:
+            if isinstance(data, dict):
+                data.setdefault("metadata", {})["resourceVersion"] = self._next()
+            elif isinstance(data, list):
+                data.append({"op": "add", "path": "/metadata/resourceVersion", "value": self._next()})
+        return await super()._handle(request)
+
+
 class Emulator:
     """KubernetesEmulator + its HTTP server, running on an event loop in a daemon thread."""
 
@@ -75,7 +102,7 @@ class Emulator:
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator) as server:
+        async with _Emulator() as emulator, kmock.Server(emulator) as server:
             for key, info in RESOURCES.items():
                 emulator.resources[key] = kmock.ResourceInfo(**info)
             self.kmock = emulator
@@ -113,8 +140,7 @@ class Emulator:
                 {
                     "verb": _verb(request),
                     "group": request.resource.group or "",
-                    "resource": request.resource.plural
-                    + (f"/{request.subresource}" if request.subresource else ""),
+                    "resource": request.resource.plural + (f"/{request.subresource}" if request.subresource else ""),
                     "namespaced": request.namespace is not None,
                     "agent": agent.split("/")[0],
                 }

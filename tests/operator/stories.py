@@ -18,7 +18,9 @@ def jobqueues_path(namespace: str, name: str | None = None) -> str:
 
 
 def create_namespace(client: Kube, namespace: str) -> None:
-    client.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    client.request(
+        "POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
 
 
 def create_secret(client: Kube, namespace: str, name: str, dsn: str, key: str = "dsn") -> None:
@@ -74,7 +76,7 @@ def create_jobqueue(
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if emulated:
         # What a real API server fills in itself; the emulator keeps whatever it is given.
-        metadata.update({"uid": str(uuid.uuid4()), "generation": 1, "resourceVersion": "1"})
+        metadata.update({"uid": str(uuid.uuid4()), "generation": 1})
     return client.request(
         "POST",
         jobqueues_path(namespace),

@@ -6,9 +6,14 @@ replicas, annotations, status, events), not what Kubernetes then does with it.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from pgwork.models import NewJob
 from pgwork.operator.kube import Kube
+from pgwork.operator.render import DELETION_COST
+from pgwork.queue import Queue
 from tests.operator import stories
 from tests.operator.harness import OperatorThread, eventually
 
@@ -46,11 +51,242 @@ def test_creates_owned_objects(operator: OperatorThread, client: Kube, namespace
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
     body = eventually(
-        lambda: (b := stories.jobqueue(client, namespace, "ocr"))
-        and (stories.condition(b, "DatabaseReachable") or {}).get("status") == "True"
-        and b,
+        lambda: (
+            (b := stories.jobqueue(client, namespace, "ocr"))
+            and (stories.condition(b, "DatabaseReachable") or {}).get("status") == "True"
+            and b
+        ),
         what="DatabaseReachable=True",
     )
     assert stories.condition(body, "Ready")["status"] == "True"
     assert body["status"]["pending"] == 0 and body["status"]["replicas"] == 1
     assert body["status"]["selector"] == "app.kubernetes.io/component=worker,pgwork.dev/jobqueue=ocr"
+
+
+def _ready_jobqueue(client: Kube, namespace: str, name: str, dsn: str, **overrides: object) -> None:
+    stories.create_secret(client, namespace, "queue-db", dsn)
+    stories.create_jobqueue(client, namespace, name, stories.spec(**overrides))
+    eventually(
+        lambda: (
+            (stories.condition(stories.jobqueue(client, namespace, name), "DatabaseReachable") or {}).get("status")
+            == "True"
+        ),
+        what="DatabaseReachable=True",
+    )
+
+
+def _enqueue(queue: Queue, count: int, job_type: str = "ocr") -> None:
+    queue.enqueue_many([NewJob(job_type, {"n": i}) for i in range(count)])
+
+
+def _drain(queue: Queue, owner: str = "someone-else") -> None:
+    for job in queue.claim(owner, limit=1000):
+        queue.succeed(job.lease, {"ok": True})
+
+
+@pytest.mark.parametrize(
+    ("target", "maximum", "expected"),
+    [
+        (5, 8, 8),  # ceil(50/5) = 10, bounded by max 8
+        (20, 8, 3),  # ceil(50/20) = 3
+    ],
+)
+def test_scales_up_on_backlog_then_down_after_the_window(
+    operator: OperatorThread,
+    client: Kube,
+    namespace: str,
+    queue: Queue,
+    dsn: str,
+    target: int,
+    maximum: int,
+    expected: int,
+) -> None:
+    _ready_jobqueue(client, namespace, "ocr", dsn, scaling={"targetBacklogPerWorker": target, "maxReplicas": maximum})
+    assert stories.replicas(client, namespace, "ocr") == 1
+
+    _enqueue(queue, 30, "ocr")
+    _enqueue(queue, 20, "extract")
+    _enqueue(queue, 40, "not-ours")  # another queue's job type: must not count
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == expected, what=f"replicas {expected}")
+    body = stories.jobqueue(client, namespace, "ocr")
+    assert body["status"]["pending"] == 50
+    assert body["status"]["desiredReplicas"] == expected
+    assert stories.condition(body, "Scaling")["reason"] in ("ScaledUp", "Steady")
+    assert "ScaledUp" in eventually(lambda: stories.event_reasons(client, namespace, "ocr"), what="events")
+
+    for job in queue.claim("w-1", job_types=["ocr", "extract"], limit=1000):
+        queue.succeed(job.lease, {"ok": True})
+    # Held while the stabilization window (1.5s in these tests) runs...
+    held = eventually(
+        lambda: (
+            (b := stories.jobqueue(client, namespace, "ocr"))
+            and (stories.condition(b, "Scaling") or {}).get("reason") == "Stabilizing"
+            and b
+        ),
+        what="Stabilizing",
+    )
+    assert held["status"]["replicas"] == expected
+    # ...then down to the minimum.
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 1, what="replicas back to 1")
+    assert "ScaledDown" in eventually(
+        lambda: (
+            "ScaledDown" in stories.event_reasons(client, namespace, "ocr")
+            and stories.event_reasons(client, namespace, "ocr")
+        ),
+        what="a ScaledDown event",
+    )
+
+
+def test_busy_pods_get_the_higher_deletion_cost(
+    operator: OperatorThread, client: Kube, namespace: str, queue: Queue, dsn: str
+) -> None:
+    _ready_jobqueue(client, namespace, "ocr", dsn, scaling={"minReplicas": 0, "targetBacklogPerWorker": 2})
+    pods = ["ocr-worker-7d9f-a", "ocr-worker-7d9f-b", "ocr-worker-7d9f-c"]
+    for pod in pods:
+        stories.create_pod(client, namespace, "ocr", pod)
+    stories.create_pod(client, namespace, "other", "other-worker-x")  # another queue's pod: left alone
+    _enqueue(queue, 6)
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 3, what="replicas 3")
+
+    # The middle pod holds two jobs; the backlog left is what it holds.
+    for job in queue.claim(pods[1], limit=2):
+        assert job.lease.owner == pods[1]
+    _drain(queue)
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 1, what="replicas 1 (2 running / target 2)")
+
+    costs = {pod: stories.pod_annotations(client, namespace, pod).get(DELETION_COST) for pod in pods}
+    assert costs == {pods[0]: "0", pods[1]: "200", pods[2]: "0"}
+    assert DELETION_COST not in stories.pod_annotations(client, namespace, "other-worker-x")
+    (event,) = [e for e in stories.events(client, namespace, "ocr") if e["reason"] == "ScaledDown"]
+    assert "1 of 3 pods busy" in event["message"]
+
+
+@pytest.mark.parametrize(
+    ("secret_dsn", "reason"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=2", "Unreachable"),
+        ("not a dsn at all", "InvalidDSN"),
+        (None, "SecretMissing"),
+    ],
+)
+def test_database_trouble_leaves_replicas_alone(
+    operator: OperatorThread,
+    client: Kube,
+    namespace: str,
+    queue: Queue,
+    dsn: str,
+    secret_dsn: str | None,
+    reason: str,
+) -> None:
+    _ready_jobqueue(client, namespace, "ocr", dsn)
+    _enqueue(queue, 15)
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 3, what="replicas 3")
+    _drain(queue)  # the backlog is gone, but the operator can no longer see that
+    if secret_dsn is None:
+        client.request("DELETE", f"/api/v1/namespaces/{namespace}/secrets/queue-db")
+    else:
+        stories.set_secret(client, namespace, "queue-db", secret_dsn)
+
+    body = eventually(
+        lambda: (
+            (b := stories.jobqueue(client, namespace, "ocr"))
+            and (stories.condition(b, "DatabaseReachable") or {}).get("status") == "False"
+            and b
+        ),
+        what="DatabaseReachable=False",
+    )
+    db = stories.condition(body, "DatabaseReachable")
+    assert db["reason"] == reason
+    assert "password" not in db["message"]
+    assert stories.condition(body, "Ready")["status"] == "False"
+    assert "replicas left at 3" in stories.condition(body, "Scaling")["message"]
+    assert reason in stories.event_reasons(client, namespace, "ocr")
+    time.sleep(2.0)  # longer than the stabilization window: still no scale-down
+    assert stories.replicas(client, namespace, "ocr") == 3
+
+    # Fixed: it reconnects and scales on the true (empty) backlog again.
+    if secret_dsn is None:
+        stories.create_secret(client, namespace, "queue-db", dsn)
+    else:
+        stories.set_secret(client, namespace, "queue-db", dsn)
+    eventually(
+        lambda: (
+            (stories.condition(stories.jobqueue(client, namespace, "ocr"), "DatabaseReachable") or {}).get("status")
+            == "True"
+        ),
+        timeout=20,
+        what="DatabaseReachable=True again",
+    )
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 1, what="replicas 1 after recovery")
+
+
+def test_not_migrated_database_is_reported(
+    operator: OperatorThread, client: Kube, namespace: str, empty_dsn: str
+) -> None:
+    stories.create_secret(client, namespace, "queue-db", empty_dsn)
+    stories.create_jobqueue(client, namespace, "ocr", stories.spec())
+    body = eventually(
+        lambda: (
+            (b := stories.jobqueue(client, namespace, "ocr"))
+            and (stories.condition(b, "DatabaseReachable") or {}).get("status") == "False"
+            and b
+        ),
+        what="DatabaseReachable=False",
+    )
+    db = stories.condition(body, "DatabaseReachable")
+    assert db["reason"] == "NotMigrated" and "pgwork migrate" in db["message"]
+
+
+def test_spec_change_patches_the_deployment(
+    operator: OperatorThread, client: Kube, namespace: str, queue: Queue, dsn: str
+) -> None:
+    _ready_jobqueue(client, namespace, "ocr", dsn)
+    _enqueue(queue, 30)
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 6, what="replicas 6")
+
+    stories.patch_jobqueue(
+        client,
+        namespace,
+        "ocr",
+        {"spec": {"worker": {"image": "registry.example/pgwork-worker:2.0"}, "scaling": {"maxReplicas": 4}}},
+    )
+    eventually(
+        lambda: (
+            stories.deployment(client, namespace, "ocr")["spec"]["template"]["spec"]["containers"][0]["image"]
+            == "registry.example/pgwork-worker:2.0"
+        ),
+        what="the new image",
+    )
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 4, what="replicas cut to the new max 4")
+    cron = client.get("CronJob", namespace, "ocr-reaper")
+    assert cron is not None
+    assert cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":2.0")
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"scaling": {"minReplicas": 5, "maxReplicas": 2}}, "spec.scaling.minReplicas"),
+        ({"lease": {"durationSeconds": 20, "heartbeatSeconds": 10}}, "spec.lease.heartbeatSeconds"),
+        ({"reaper": {"schedule": "*/5 * * *"}}, "spec.reaper.schedule"),
+        ({"database": {"secretName": "x", "dsn": "postgresql://u:secret@h/db"}}, "spec.database"),
+    ],
+)
+def test_invalid_spec_is_a_permanent_error_naming_the_field(
+    operator: OperatorThread, client: Kube, namespace: str, override: dict[str, object], field: str
+) -> None:
+    stories.create_jobqueue(client, namespace, "bad", stories.spec(**override))
+    body = eventually(
+        lambda: (
+            (b := stories.jobqueue(client, namespace, "bad"))
+            and (stories.condition(b, "Ready") or {}).get("reason") == "InvalidSpec"
+            and b
+        ),
+        what="Ready=False InvalidSpec",
+    )
+    ready = stories.condition(body, "Ready")
+    assert ready["status"] == "False" and ready["message"].startswith(field + ":")
+    assert "secret@" not in ready["message"]
+    assert "InvalidSpec" in stories.event_reasons(client, namespace, "bad")
+    time.sleep(0.5)
+    assert stories.deployment(client, namespace, "bad") is None
