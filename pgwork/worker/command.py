@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from types import FrameType
@@ -52,11 +53,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def options_from_args(args: argparse.Namespace) -> WorkerOptions:
+    environ = dict(os.environ)
+    # Kubernetes sets HOSTNAME to the pod name; a login shell often does not export it.
+    if not environ.get("HOSTNAME"):
+        environ["HOSTNAME"] = socket.gethostname()
     try:
         return parse_options(
             app=args.app,
             worker_id=args.worker_id,
-            environ=os.environ,
+            environ=environ,
             job_types=args.job_types,
             concurrency=args.concurrency,
             batch=args.batch,
@@ -99,12 +104,15 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
                 prepare=options.listen,
             )
         except Unreachable as exc:
-            if isinstance(exc, PERMANENT_CONNECT_ERRORS) or stopping[0] or time.monotonic() + pause > deadline:
+            if isinstance(exc, PERMANENT_CONNECT_ERRORS):
+                raise  # a wrong password or a malformed DSN does not heal by waiting
+            if stopping[0]:
+                return None  # told to stop before the database was ever reached: nothing held
+            if time.monotonic() + pause > deadline:
                 raise
             log.warning("%s; retrying in %gs", exc, pause)
             time.sleep(pause)
             pause = min(pause * 2, 10.0)
-    return None
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -21,6 +21,10 @@ class PermanentError(Exception):
     """Raise from a handler when retrying cannot help (bad input): the job goes dead at once."""
 
 
+# Shown in last_error and error.type as users import it: pgwork.PermanentError.
+PermanentError.__module__ = "pgwork"
+
+
 class StopReason(enum.Enum):
     LEASE_LOST = "lease_lost"  # a renewal matched no row: another worker may hold the job now
     CANCELLED = "cancelled"  # someone ran `pgwork cancel` on the running job

@@ -12,6 +12,7 @@ claims). A second request releases at once. After a graceful stop no row is left
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -20,6 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import psycopg
 from opentelemetry import trace
 
 from pgwork import tracing
@@ -63,6 +65,10 @@ def check_result(value: Any) -> str | None:
         return f"handler returned a result that is not JSON ({type(value).__name__}: {exc}); return JSON types only"
     if "\\u0000" in text:
         return "handler returned a result containing a NUL character, which PostgreSQL jsonb cannot hold"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"handler returned a result that is not valid Unicode ({exc.reason} at {exc.start}); fix the string"
     return None
 
 
@@ -126,7 +132,8 @@ class Worker:
         return self._stop.is_set()
 
     def healthy(self) -> bool:
-        return time.monotonic() - self._last_tick < STALL_SECONDS
+        # A drain may outlast STALL_SECONDS; a liveness probe must not kill the pod mid-drain.
+        return self._stop.is_set() or time.monotonic() - self._last_tick < STALL_SECONDS
 
     def ready(self) -> bool:
         return self._claim_ok and not self._stop.is_set()
@@ -230,6 +237,8 @@ class Worker:
         self.metrics.in_flight.set(len(self.holdings))
 
     def _dispatch(self) -> None:
+        if self._stop.is_set():
+            return  # draining: jobs not yet started are released, not begun
         running = self.holdings.count(HeldState.RUNNING) + self.holdings.count(HeldState.FINISHING)
         for held in self.holdings.snapshot():
             if running >= self.options.concurrency:
@@ -289,6 +298,9 @@ class Worker:
             return self._lost(held, span)
         if failure is not None:
             retryable = not isinstance(failure, PermanentError)
+            # Both read str(failure), which a handler's own exception class may break.
+            with contextlib.suppress(Exception):
+                span.record_exception(failure)
             tracing.mark_error(span, error_type(failure), safe_str(failure))
             text = describe_error(failure)
             result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, text, retryable=retryable))
@@ -312,7 +324,15 @@ class Worker:
                 return self._lost(held, span)
             log.warning("job %s (%s): %s -> dead", job.id, job.job_type, problem)
             return "dead"
-        completion = self._finish(held, "record the success", lambda: self.queue.succeed(lease, value))
+        try:
+            completion = self._finish(held, "record the success", lambda: self.queue.succeed(lease, value))
+        except (psycopg.DataError, InvalidArgument) as exc:
+            # The database refused this result (check_result missed a case): a permanent failure,
+            # not a runner crash that would leave the job to the reaper.
+            refusal = f"the result could not be stored: {_first_line(exc)}"
+            tracing.mark_error(span, "invalid_result", refusal)
+            failed = self._finish(held, "record the failure", lambda: self.queue.fail(lease, refusal, retryable=False))
+            return "dead" if failed is not None and failed.outcome is FailOutcome.DEAD else self._lost(held, span)
         if completion is None or completion is Completion.LEASE_LOST:
             return self._lost(held, span)
         return "succeeded" if completion is Completion.CREATED else "duplicate"
