@@ -97,7 +97,9 @@ def test_worker_runs_under_the_worker_profile_and_can_do_nothing_else(database: 
     # The reaper runs under the same profile.
     assert pgwork("reap", dsn=database.worker_url).returncode == 0
     # What the worker role cannot do, as the user would see it.
-    for args in (["migrate"], ["prune", "--older-than", "0s"]):
+    cancel = pgwork("cancel", "999", dsn=database.worker_url)
+    assert cancel.returncode == 1 and "already finished or unknown: [999]" in cancel.stdout, cancel.stderr
+    for args in (["migrate"], ["prune", "--older-than", "0s"], ["retry", "999"]):
         line = one_line_error(pgwork(*args, dsn=database.worker_url))
         assert "permission denied" in line and "pgwork grant ROLE --profile" in line, line
     with psycopg.connect(database.worker_url, autocommit=True) as conn:
@@ -105,6 +107,10 @@ def test_worker_runs_under_the_worker_profile_and_can_do_nothing_else(database: 
             "DELETE FROM pgwork.jobs",
             "DELETE FROM pgwork.job_results",
             "UPDATE pgwork.job_results SET result = '{}'",
+            "UPDATE pgwork.jobs SET payload = '{}'",
+            "UPDATE pgwork.jobs SET idempotency_key = 'other'",
+            "UPDATE pgwork.jobs SET job_type = 'other', priority = 0",
+            "UPDATE pgwork.jobs SET max_attempts = 100",
             "TRUNCATE pgwork.jobs",
             "DROP TABLE pgwork.jobs",
             "ALTER TABLE pgwork.jobs DROP CONSTRAINT jobs_running_leased",
