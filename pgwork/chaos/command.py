@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
+from types import FrameType
 
 from pgwork.chaos.harness import Config, run
 from pgwork.durations import parse_duration
@@ -37,6 +39,10 @@ def _seconds(text: str, field: str) -> float:
         raise PgworkError(str(exc)) from None
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def cmd_chaos(args: argparse.Namespace) -> int:
     if args.dsn:
         raise PgworkError("--dsn: chaos restarts its database, so it always starts a private one; drop --dsn")
@@ -51,6 +57,10 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         faults_per_minute=args.faults_per_minute,
     )
     logging.getLogger("pgwork.chaos").setLevel(logging.INFO)
+    # Stopped from outside (CI cancelling, Ctrl-C, even when started in the background with
+    # SIGINT ignored): unwind, so the workers are stopped and the private server shut down.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _interrupt)
     report = run(config, keep=args.keep)
     if args.json:
         print(json.dumps({r["figure"]: r["value"] for r in report.rows()} | {"violations": report.violations}))

@@ -276,6 +276,9 @@ class Run:
             log.info("%6.1fs restarted PostgreSQL (%.1fs)", clock, time.time() - started)
         elif fault.kind is FaultKind.TERMINATE_BACKENDS:
             killed = self._terminate(slot.owner)
+            if killed is None:
+                log.info("%6.1fs pg_terminate_backend on %s: database unreachable, skipped", clock, slot.owner)
+                return
             self.records.append(FaultRecord(fault.kind, slot.owner, started, time.time()))
             log.info("%6.1fs pg_terminate_backend on %s: %s sessions", clock, slot.owner, killed)
         elif fault.kind is FaultKind.PAUSE_WORKER:
@@ -294,21 +297,25 @@ class Run:
 
     def _admin_row(self, name: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """One row from a harness query on a fresh superuser connection; None while the database is down."""
-        try:
-            if self._admin is None or self._admin.closed:
-                self._admin = psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=5, row_factory=dict_row)
-            return self._admin.execute(self.sql[name], params or {}).fetchone()
-        except psycopg.Error as exc:
-            log.debug("%s failed: %s", name, exc)
-            if self._admin is not None:
-                with contextlib.suppress(psycopg.Error):
-                    self._admin.close()
-            self._admin = None
-            return None
+        # Twice: the kept connection goes stale whenever the server restarts.
+        for _ in range(2):
+            try:
+                if self._admin is None or self._admin.closed:
+                    self._admin = psycopg.connect(
+                        self.admin_dsn, autocommit=True, connect_timeout=5, row_factory=dict_row
+                    )
+                return self._admin.execute(self.sql[name], params or {}).fetchone()
+            except psycopg.Error as exc:
+                log.debug("%s failed: %s", name, exc)
+                if self._admin is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        self._admin.close()
+                self._admin = None
+        return None
 
-    def _terminate(self, owner: str) -> int | str:
+    def _terminate(self, owner: str) -> int | None:
         row = self._admin_row("terminate_backends", {"app": f"pgwork-worker:{owner}"})
-        return int(row["terminated"]) if row else "failed (database down)"
+        return int(row["terminated"]) if row else None
 
     def _wait_until_busy(self, owner: str, patience: float) -> None:
         deadline = time.monotonic() + patience
