@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -76,7 +76,6 @@ class Slot:
     generation: int = 0
     process: subprocess.Popen[bytes] | None = None
     log_file: IO[bytes] | None = None
-    owners: list[str] = field(default_factory=list)
 
     @property
     def owner(self) -> str:
@@ -107,6 +106,7 @@ class Report:
     worker_crashes: int
     password_leaks: int
     reaper_errors: int
+    processes: int
     seconds: float
     violations: list[str]
     log_dir: Path
@@ -120,6 +120,7 @@ class Report:
         pairs: list[tuple[str, Any]] = [
             ("jobs enqueued", self.config.jobs),
             ("workers (slots)", self.config.workers),
+            ("worker processes started", self.processes),
             ("seed", self.config.seed),
             ("wall time (s)", round(self.seconds, 1)),
             ("succeeded", f.succeeded),
@@ -219,7 +220,6 @@ class Run:
 
     def start_worker(self, slot: Slot) -> None:
         slot.generation += 1
-        slot.owners.append(slot.owner)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["DATABASE_URL"] = self.worker_url
         env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
@@ -430,6 +430,7 @@ class Run:
             self.crashes,
             leaks,
             reaper.errors,
+            sum(slot.generation for slot in self.slots),
             seconds,
             invariants.violations(
                 figures, expected_jobs=self.config.jobs, worker_crashes=self.crashes, password_leaks=leaks

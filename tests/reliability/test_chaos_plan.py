@@ -7,7 +7,9 @@ import itertools
 import pytest
 
 from pgwork.chaos import schedule, workload
+from pgwork.chaos.harness import Config
 from pgwork.chaos.schedule import MIN_RESTART_GAP, FaultKind, plan
+from pgwork.errors import PgworkError
 
 
 @pytest.mark.parametrize(
@@ -83,3 +85,20 @@ def test_workload_is_seeded_and_mixed() -> None:
     permanent = [j for j in jobs if j.payload.get("permanent")]
     flaky = [j for j in jobs if j.payload.get("flaky")]
     assert 10 <= len(long) <= 80 and 10 <= len(permanent) <= 80 and 100 <= len(flaky) <= 300
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"jobs": 0}, "--jobs"),
+        ({"workers": 65}, "--workers"),
+        ({"duration": 0}, "--duration"),
+        ({"lease": 0.5}, "--lease/--heartbeat"),
+        ({"lease": 3.0, "heartbeat": 1.5}, "--lease/--heartbeat"),
+        ({"faults_per_minute": 0}, "--faults-per-minute"),
+    ],
+)
+def test_chaos_config_refuses_nonsense(changes: dict[str, float], fragment: str) -> None:
+    Config().check()
+    with pytest.raises(PgworkError, match=fragment):
+        Config(**changes).check()  # type: ignore[arg-type]
