@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 
 from pgwork.errors import PgworkError
@@ -58,5 +59,9 @@ def cmd_operator(args: argparse.Namespace) -> int:
         peering_name=args.peering,
         priority=args.priority,
     )
+    if not args.verbose:
+        # kopf logs every timer call ("Timer ... succeeded") per JobQueue each tick; our own
+        # decisions are logged by pgwork.operator and posted as events.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     asyncio.run(run_operator(options, liveness_endpoint=args.liveness or None))
     return 0

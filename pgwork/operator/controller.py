@@ -13,7 +13,7 @@ from typing import Any
 
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
-from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, read_figures
+from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner
 from pgwork.operator.kube import Kube, KubeError
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide
@@ -23,6 +23,8 @@ log = logging.getLogger("pgwork.operator")
 
 # After a database failure the next try waits poll * 2**failures, up to this.
 MAX_BACKOFF_SECONDS = 300.0
+# JobQueues on one database reuse a backlog reading this fresh (see QueueCache.figures).
+SHARED_READING_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -56,16 +58,15 @@ def _generation(body: Mapping[str, Any]) -> int | None:
 
 def reconcile(runtime: Runtime, body: Mapping[str, Any], now: float) -> Outcome:
     """Render and apply the Deployment, CronJobs and Service. Raises SpecError on a bad spec
-    (after filling `Outcome` is impossible, so the caller reports it) and KubeError on API trouble."""
+    (the caller reports it with `invalid_spec`) and KubeError on API trouble."""
     name = body["metadata"]["name"]
     namespace = body["metadata"]["namespace"]
     spec = parse_spec(body.get("spec"))
     manifests = render.render_all(body)
     done = []
     for manifest in manifests:
+        # Replicas only on creation: afterwards the scaler owns them and a re-apply leaves them be.
         extra = {"replicas": render.initial_replicas(spec)} if manifest["kind"] == "Deployment" else None
-        if manifest["kind"] == "Deployment":
-            manifest["spec"].pop("replicas", None)
         verb = runtime.kube.apply(manifest, create_extra=extra)
         done.append(f"{manifest['kind']} {manifest['metadata']['name']} {verb}")
     outcome = Outcome()
@@ -103,6 +104,11 @@ def invalid_spec(body: Mapping[str, Any], error: SpecError, now: float) -> Outco
 
 def _due(memo: MutableMapping[str, Any], spec: JobQueueSpec, now: float) -> bool:
     return now >= float(memo.get("next_poll", 0.0))
+
+
+def retry_delay(poll_seconds: float, failures: int) -> float:
+    """Seconds before the next try after `failures` failed rounds in a row: doubling, capped."""
+    return float(min(poll_seconds * 2 ** min(max(failures, 1) - 1, 16), MAX_BACKOFF_SECONDS))
 
 
 def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[str, Any], now: float) -> Outcome | None:
@@ -152,7 +158,13 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
                 f"{spec.database.secret_name} --from-literal={spec.database.secret_key}=postgresql://...",
             )
         queue = runtime.queues.get((namespace, name), dsn)
-        figures = read_figures(queue, spec.job_types)
+        figures = runtime.queues.figures(
+            dsn,
+            queue,
+            spec.job_types,
+            now=now,
+            max_age=min(SHARED_READING_SECONDS, spec.scaling.poll_interval_seconds / 4),
+        )
     except (DatabaseProblem, KubeError) as exc:
         problem = exc if isinstance(exc, DatabaseProblem) else DatabaseProblem("SecretUnreadable", str(exc))
         if dsn is not None and problem.reason not in ("SecretMissing",):
@@ -264,7 +276,7 @@ def _database_down(
     generation = _generation(body)
     failures = int(memo.get("failures", 0)) + 1
     memo["failures"] = failures
-    delay = min(spec.scaling.poll_interval_seconds * 2 ** min(failures - 1, 16), MAX_BACKOFF_SECONDS)
+    delay = retry_delay(spec.scaling.poll_interval_seconds, failures)
     memo["next_poll"] = now + delay
     outcome = Outcome()
     previous = get_condition(conditions, "DatabaseReachable")

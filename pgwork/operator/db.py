@@ -13,6 +13,7 @@ import psycopg_pool
 
 from pgwork.dsn import redact
 from pgwork.errors import DatabaseError, EncodingRefused, NotMigrated, SchemaTooNew, Unreachable
+from pgwork.models import TypeStats
 from pgwork.queue import Queue
 
 QueueFactory = Callable[[str], Queue]
@@ -64,6 +65,9 @@ class QueueCache:
         self._lock = threading.Lock()
         self._queues: dict[str, Queue] = {}
         self._users: dict[User, str] = {}
+        # key → (read at, stats of every job type): JobQueues on one database share a reading.
+        self._stats: dict[str, tuple[float, list[TypeStats]]] = {}
+        self.statements = 0  # stats statements sent, for benchmarks
 
     @staticmethod
     def key(dsn: str) -> str:
@@ -90,10 +94,29 @@ class QueueCache:
             queue.close()
         return existing
 
+    def figures(self, dsn: str, queue: Queue, job_types: Iterable[str], *, now: float, max_age: float) -> Figures:
+        """The backlog for `job_types`, from one `stats` reading of the whole database shared
+        by every JobQueue on it within `max_age` seconds: with 100 JobQueues on one database a
+        round costs one statement, not 100 (each would scan the same pending rows)."""
+        key = self.key(dsn)
+        with self._lock:
+            cached = self._stats.get(key)
+        if cached is None or now - cached[0] > max_age or now < cached[0]:
+            try:
+                stats = queue.stats()
+            except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                raise explain(exc) from None
+            cached = (now, stats)
+            with self._lock:
+                self._stats[key] = cached
+                self.statements += 1
+        return summarize(cached[1], job_types)
+
     def discard(self, dsn: str) -> None:
         """Forget a Queue that failed, so the next round connects afresh."""
         with self._lock:
             queue = self._queues.pop(self.key(dsn), None)
+            self._stats.pop(self.key(dsn), None)
         if queue is not None:
             queue.close()
 
@@ -106,6 +129,7 @@ class QueueCache:
     def _close_unused(self, key: str) -> None:
         if key not in self._users.values():
             queue = self._queues.pop(key, None)
+            self._stats.pop(key, None)
             if queue is not None:
                 queue.close()
 
@@ -123,11 +147,18 @@ class QueueCache:
 
 
 def read_figures(queue: Queue, job_types: Iterable[str]) -> Figures:
-    """Backlog figures summed over the queue's job types (one statement)."""
+    """Backlog figures summed over the queue's job types (one statement, nothing shared)."""
     try:
         stats = queue.stats(list(job_types))
     except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         raise explain(exc) from None
+    return summarize(stats, job_types)
+
+
+def summarize(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> Figures:
+    """Figures summed over `job_types` (pure)."""
+    wanted = set(job_types)
+    stats = [s for s in all_stats if s.job_type in wanted]
     return Figures(
         ready=sum(s.ready for s in stats),
         scheduled=sum(s.scheduled for s in stats),

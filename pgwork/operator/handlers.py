@@ -17,7 +17,7 @@ import kopf
 from pgwork.operator import controller
 from pgwork.operator.controller import Outcome, Runtime
 from pgwork.operator.db import QueueCache, QueueFactory, default_factory
-from pgwork.operator.kube import Kube, KubeError, configuration_from_kopf, default_configuration
+from pgwork.operator.kube import USER_AGENT, Kube, KubeError, configuration_from_kopf, default_configuration
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.spec import GROUP, PLURAL, VERSION, SpecError
 
@@ -34,6 +34,8 @@ class OperatorOptions:
     standalone: bool = False
     peering_name: str = "pgwork"
     priority: int | None = None
+    # Tells replicas apart in the API server's logs (the client's user agent).
+    identity: str = ""
     # Tests hand kopf (and so the official client) a ConnectionInfo for the emulator.
     connection: Any = None
     executor_workers: int = 8
@@ -82,7 +84,8 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         metrics = OperatorMetrics()
         if options.metrics_port:
             metrics.serve(options.metrics_port)
-        options.runtime = Runtime(Kube(configuration), QueueCache(options.queue_factory), metrics)
+        agent = USER_AGENT + (f" ({options.identity})" if options.identity else "")
+        options.runtime = Runtime(Kube(configuration, user_agent=agent), QueueCache(options.queue_factory), metrics)
 
     @kopf.on.cleanup(registry=registry)
     def close(**_: Any) -> None:

@@ -7,13 +7,16 @@ user agent, so the API-call log can tell test requests from the operator's).
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import jsonpatch
 import kmock
 from kubernetes import client as k8s_client
 
@@ -85,7 +88,20 @@ class _Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
                 data.setdefault("metadata", {})["resourceVersion"] = self._next()
             elif isinstance(data, list):
                 data.append({"op": "add", "path": "/metadata/resourceVersion", "value": self._next()})
-        return await super()._handle(request)
+        try:
+            return await super()._handle(request)
+        except jsonpatch.JsonPatchTestFailed as exc:
+            # A real API server answers 422, which tells kopf to re-read and patch again.
+            raise kmock.KubernetesError(status=422, reason="Invalid", message=str(exc)) from None
+
+
+def collect_leftovers() -> None:
+    """Collect now what a stopped event loop left behind (kopf may leave an aiohttp session to
+    the emulator unclosed after a re-login), so its ResourceWarning is not raised, under
+    filterwarnings=error, inside whichever later test the garbage collector happens to run in."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
 
 
 class Emulator:
@@ -120,6 +136,7 @@ class Emulator:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+        collect_leftovers()
 
     def configuration(self) -> k8s_client.Configuration:
         conf = k8s_client.Configuration()
@@ -142,7 +159,7 @@ class Emulator:
                     "group": request.resource.group or "",
                     "resource": request.resource.plural + (f"/{request.subresource}" if request.subresource else ""),
                     "namespaced": request.namespace is not None,
-                    "agent": agent.split("/")[0],
+                    "agent": agent,
                 }
             )
         return calls
@@ -170,8 +187,9 @@ def record_calls(calls: list[dict[str, Any]]) -> None:
 class OperatorThread:
     """`run_operator` (real kopf) on its own loop in a thread, like kopf.testing.KopfRunner."""
 
-    def __init__(self, options: OperatorOptions) -> None:
+    def __init__(self, options: OperatorOptions, *, liveness_endpoint: str | None = None) -> None:
         self.options = options
+        self.liveness_endpoint = liveness_endpoint
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -179,7 +197,14 @@ class OperatorThread:
 
     def _main(self) -> None:
         try:
-            asyncio.run(run_operator(self.options, stop_flag=self._stop, ready_flag=self._ready))
+            asyncio.run(
+                run_operator(
+                    self.options,
+                    liveness_endpoint=self.liveness_endpoint,
+                    stop_flag=self._stop,
+                    ready_flag=self._ready,
+                )
+            )
         except BaseException as exc:
             self.error = exc
             self._ready.set()
@@ -197,13 +222,17 @@ class OperatorThread:
         self._thread.join(20)
         if self._thread.is_alive():
             raise RuntimeError("the operator did not stop within 20s")
+        collect_leftovers()
 
 
-def running(emulator: Emulator, options: OperatorOptions) -> Iterator[OperatorThread]:
+def running(
+    emulator: Emulator, options: OperatorOptions, *, liveness_endpoint: str | None = None
+) -> Iterator[OperatorThread]:
+    """Yields once, with the operator running; stops it when resumed or closed."""
     import kopf
 
     options.connection = kopf.ConnectionInfo(server=emulator.url, default_namespace="default")
-    thread = OperatorThread(options).start()
+    thread = OperatorThread(options, liveness_endpoint=liveness_endpoint).start()
     try:
         yield thread
     finally:

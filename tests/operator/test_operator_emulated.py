@@ -12,10 +12,11 @@ import pytest
 
 from pgwork.models import NewJob
 from pgwork.operator.kube import Kube
+from pgwork.operator.permissions import denied, load_rules
 from pgwork.operator.render import DELETION_COST
 from pgwork.queue import Queue
 from tests.operator import stories
-from tests.operator.harness import OperatorThread, eventually
+from tests.operator.harness import Emulator, OperatorThread, eventually
 
 pytestmark = pytest.mark.slow
 
@@ -108,11 +109,15 @@ def test_scales_up_on_backlog_then_down_after_the_window(
     _enqueue(queue, 20, "extract")
     _enqueue(queue, 40, "not-ours")  # another queue's job type: must not count
     eventually(lambda: stories.replicas(client, namespace, "ocr") == expected, what=f"replicas {expected}")
-    body = stories.jobqueue(client, namespace, "ocr")
+    # The status patch lands just after the replicas patch of the same round.
+    body = eventually(
+        lambda: (b := stories.jobqueue(client, namespace, "ocr")) and b["status"].get("lastScaleTime") and b,
+        what="the status of the scaling round",
+    )
     assert body["status"]["pending"] == 50
     assert body["status"]["desiredReplicas"] == expected
     assert stories.condition(body, "Scaling")["reason"] in ("ScaledUp", "Steady")
-    assert "ScaledUp" in eventually(lambda: stories.event_reasons(client, namespace, "ocr"), what="events")
+    eventually(lambda: "ScaledUp" in stories.event_reasons(client, namespace, "ocr"), what="a ScaledUp event")
 
     for job in queue.claim("w-1", job_types=["ocr", "extract"], limit=1000):
         queue.succeed(job.lease, {"ok": True})
@@ -157,7 +162,10 @@ def test_busy_pods_get_the_higher_deletion_cost(
     costs = {pod: stories.pod_annotations(client, namespace, pod).get(DELETION_COST) for pod in pods}
     assert costs == {pods[0]: "0", pods[1]: "200", pods[2]: "0"}
     assert DELETION_COST not in stories.pod_annotations(client, namespace, "other-worker-x")
-    (event,) = [e for e in stories.events(client, namespace, "ocr") if e["reason"] == "ScaledDown"]
+    (event,) = eventually(
+        lambda: [e for e in stories.events(client, namespace, "ocr") if e["reason"] == "ScaledDown"],
+        what="the ScaledDown event",
+    )
     assert "1 of 3 pods busy" in event["message"]
 
 
@@ -200,7 +208,7 @@ def test_database_trouble_leaves_replicas_alone(
     assert "password" not in db["message"]
     assert stories.condition(body, "Ready")["status"] == "False"
     assert "replicas left at 3" in stories.condition(body, "Scaling")["message"]
-    assert reason in stories.event_reasons(client, namespace, "ocr")
+    eventually(lambda: reason in stories.event_reasons(client, namespace, "ocr"), what=f"a {reason} event")
     time.sleep(2.0)  # longer than the stabilization window: still no scale-down
     assert stories.replicas(client, namespace, "ocr") == 3
 
@@ -287,6 +295,39 @@ def test_invalid_spec_is_a_permanent_error_naming_the_field(
     ready = stories.condition(body, "Ready")
     assert ready["status"] == "False" and ready["message"].startswith(field + ":")
     assert "secret@" not in ready["message"]
-    assert "InvalidSpec" in stories.event_reasons(client, namespace, "bad")
+    eventually(lambda: "InvalidSpec" in stories.event_reasons(client, namespace, "bad"), what="an InvalidSpec event")
     time.sleep(0.5)
     assert stories.deployment(client, namespace, "bad") is None
+
+
+def test_every_call_so_far_is_allowed_by_rbac(operator: OperatorThread, emulator: Emulator) -> None:
+    calls = [(c["group"], c["resource"], c["verb"]) for c in emulator.operator_calls()]
+    assert {("apps", "deployments", "patch"), ("", "pods", "patch"), ("", "events", "create")} <= set(calls)
+    assert denied(calls, load_rules()) == []
+
+
+def test_scale_subresource_replicas_are_followed_within_bounds(
+    operator: OperatorThread, client: Kube, namespace: str, dsn: str
+) -> None:
+    _ready_jobqueue(client, namespace, "ocr", dsn)
+    # What `kubectl scale jobqueue/ocr --replicas=5` (or an HPA, or KEDA) writes.
+    stories.patch_jobqueue(client, namespace, "ocr", {"spec": {"replicas": 5}})
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 5, what="replicas 5 with an empty queue")
+    stories.patch_jobqueue(client, namespace, "ocr", {"spec": {"replicas": 50}})
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 8, what="replicas capped at max 8")
+    body = eventually(
+        lambda: (b := stories.jobqueue(client, namespace, "ocr")) and b["status"].get("replicas") == 8 and b,
+        what="status.replicas 8 (the scale subresource's statusReplicasPath)",
+    )
+    assert stories.condition(body, "Scaling")["message"].startswith("following spec.replicas=")
+
+
+def test_deleting_the_jobqueue_closes_its_database_pool(
+    operator: OperatorThread, client: Kube, namespace: str, dsn: str
+) -> None:
+    runtime = operator.options.runtime
+    assert runtime is not None
+    _ready_jobqueue(client, namespace, "ocr", dsn)
+    assert runtime.queues.open_count() >= 1
+    client.request("DELETE", stories.jobqueues_path(namespace, "ocr"))
+    eventually(lambda: runtime.queues.open_count() == 0, what="the Queue closed after the delete")

@@ -1,0 +1,204 @@
+"""crd.yaml: structural, defaults equal to spec.py's, and its CEL rules and schema agree with
+parse_spec — evaluated here with a real CEL interpreter and JSON-schema validator, the way an
+API server would (defaults first, then schema, then the x-kubernetes-validations rules)."""
+
+from __future__ import annotations
+
+import copy
+from importlib import resources
+from typing import Any
+
+import celpy
+import jsonschema
+import pytest
+import yaml
+
+from pgwork.operator.spec import DEFAULTS, SpecError, check_name, parse_spec
+
+CRD = yaml.safe_load(resources.files("pgwork.operator").joinpath("crd.yaml").read_text())
+VERSION = CRD["spec"]["versions"][0]
+SCHEMA = VERSION["schema"]["openAPIV3Schema"]
+CEL = celpy.Environment()
+
+
+def walk(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    found = [(path, schema)]
+    for name, sub in (schema.get("properties") or {}).items():
+        found += walk(sub, f"{path}.{name}")
+    if "items" in schema:
+        found += walk(schema["items"], f"{path}[]")
+    return found
+
+
+def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
+    if isinstance(value, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if name not in value and "default" in sub:
+                value[name] = copy.deepcopy(sub["default"])
+            if name in value:
+                value[name] = apply_defaults(sub, value[name])
+    elif isinstance(value, list) and "items" in schema:
+        return [apply_defaults(schema["items"], v) for v in value]
+    return value
+
+
+def plain(schema: Any) -> Any:
+    """The schema without Kubernetes extensions, for a JSON-schema validator."""
+    if isinstance(schema, dict):
+        return {k: plain(v) for k, v in schema.items() if not k.startswith("x-kubernetes")}
+    if isinstance(schema, list):
+        return [plain(v) for v in schema]
+    return schema
+
+
+def as_cel_value(schema: dict[str, Any], value: Any) -> Any:
+    """`type: number` fields are doubles in CEL even when written as 10."""
+    if schema.get("type") == "number" and isinstance(value, int):
+        return float(value)
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        return {k: as_cel_value(props.get(k, {}), v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_cel_value(schema.get("items", {}), v) for v in value]
+    return value
+
+
+def cel_failures(schema: dict[str, Any], value: Any) -> list[str]:
+    failures = []
+    for rule in schema.get("x-kubernetes-validations") or []:
+        program = CEL.program(CEL.compile(rule["rule"]))
+        result = program.evaluate({"self": celpy.json_to_cel(as_cel_value(schema, value))})
+        if not bool(result):
+            failures.append(rule["message"])
+    if isinstance(value, dict):
+        for name, sub in (schema.get("properties") or {}).items():
+            if name in value:
+                failures += cel_failures(sub, value[name])
+    elif isinstance(value, list) and "items" in schema:
+        for item in value:
+            failures += cel_failures(schema["items"], item)
+    return failures
+
+
+def api_server_verdict(spec: dict[str, Any], name: str = "ocr") -> list[str]:
+    obj = apply_defaults(SCHEMA, {"apiVersion": "pgwork.dev/v1alpha1", "kind": "JobQueue",
+                                  "metadata": {"name": name}, "spec": copy.deepcopy(spec)})  # fmt: skip
+    errors = [e.message for e in jsonschema.Draft7Validator(plain(SCHEMA)).iter_errors(obj)]
+    # Unknown fields: a structural schema prunes them; kubectl's strict validation rejects them.
+    db = obj["spec"].get("database") or {}
+    errors += [
+        f"unknown field database.{k}"
+        for k in db
+        if k not in SCHEMA["properties"]["spec"]["properties"]["database"]["properties"]
+    ]
+    return errors + (cel_failures(SCHEMA, obj) if not errors else [])
+
+
+def operator_verdict(spec: dict[str, Any], name: str = "ocr") -> str | None:
+    try:
+        check_name(name)
+        parse_spec(spec)
+    except SpecError as exc:
+        return str(exc)
+    return None
+
+
+BASE: dict[str, Any] = {"database": {"secretName": "db"}, "jobTypes": ["ocr"], "worker": {"image": "i:1", "app": "m"}}
+
+
+def spec_with(section: str, **values: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(BASE)
+    spec[section] = {**spec.get(section, {}), **values} if section in spec or values else values
+    return spec
+
+
+AGREED = [  # (case, spec, valid)
+    ("minimal", BASE, True),
+    ("bounds equal", spec_with("scaling", minReplicas=3, maxReplicas=3), True),
+    ("min above max", spec_with("scaling", minReplicas=4, maxReplicas=3), False),
+    ("heartbeat a third", spec_with("lease", durationSeconds=30, heartbeatSeconds=10), True),
+    ("heartbeat above a third", spec_with("lease", durationSeconds=30, heartbeatSeconds=10.5), False),
+    ("schedule 4 fields", spec_with("reaper", schedule="* * * *"), False),
+    ("schedule macro", spec_with("reaper", schedule="@hourly"), True),
+    ("retention schedule 6 fields", spec_with("retention", schedule="0 0 * * * *"), False),
+    ("every above loop", spec_with("reaper", loopSeconds=5, everySeconds=10), False),
+    ("loop off", spec_with("reaper", loopSeconds=0, everySeconds=30), True),
+    ("no app nor args", {**BASE, "worker": {"image": "i"}}, False),
+    ("args without app", {**BASE, "worker": {"image": "i", "args": ["worker", "--app", "m"]}}, True),
+    ("reserved env", spec_with("worker", env=[{"name": "DATABASE_URL", "value": "x"}]), False),
+    ("ok env", spec_with("worker", env=[{"name": "LOG_LEVEL", "value": "x"}]), True),
+    ("inline dsn", spec_with("database", dsn="postgresql://u:p@h/d"), False),
+    ("no job types", {**BASE, "jobTypes": []}, False),
+    ("comma in job type", {**BASE, "jobTypes": ["a,b"]}, False),
+    ("concurrency 0", spec_with("worker", concurrency=0), False),
+    ("pull policy", spec_with("worker", imagePullPolicy="Sometimes"), False),
+    ("poll too fast", spec_with("scaling", pollIntervalSeconds=0.01), False),
+    ("bad olderThan", spec_with("retention", olderThan="a week"), False),
+    ("replicas negative", {**BASE, "replicas": -1}, False),
+    ("replicas set", {**BASE, "replicas": 3}, True),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "valid"), AGREED, ids=[c[0] for c in AGREED])
+def test_crd_and_operator_agree(case: str, spec: dict[str, Any], valid: bool) -> None:
+    api = api_server_verdict(spec)
+    operator = operator_verdict(spec)
+    assert (not api) is valid, f"API server verdict for {case}: {api}"
+    assert (operator is None) is valid, f"operator verdict for {case}: {operator}"
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (spec_with("reaper", schedule="61 * * * *"), "spec.reaper.schedule"),
+        ({**BASE, "jobTypes": ["ocr", "ocr"]}, "spec.jobTypes[1]"),
+    ],
+)
+def test_what_only_the_operator_catches(spec: dict[str, Any], field: str) -> None:
+    assert api_server_verdict(spec) == [] or "unique" in " ".join(api_server_verdict(spec))
+    verdict = operator_verdict(spec)
+    assert verdict is not None and verdict.startswith(field)
+
+
+@pytest.mark.parametrize(("name", "valid"), [("a" * 45, True), ("a" * 46, False)])
+def test_name_length_rule(name: str, valid: bool) -> None:
+    assert (not api_server_verdict(BASE, name)) is valid
+    assert (operator_verdict(BASE, name) is None) is valid
+
+
+def test_schema_is_structural() -> None:
+    for path, node in walk(SCHEMA):
+        if path == ".metadata" or node.get("x-kubernetes-preserve-unknown-fields"):
+            continue
+        assert "type" in node, f"{path or '<root>'} has no type"
+
+
+def test_crd_defaults_equal_the_operators() -> None:
+    spec_props = SCHEMA["properties"]["spec"]["properties"]
+    for section, defaults in DEFAULTS.items():
+        props = spec_props[section]["properties"]
+        for key, value in defaults.items():
+            assert props[key].get("default") == value, f"spec.{section}.{key}"
+        crd_defaults = {k: v["default"] for k, v in props.items() if "default" in v}
+        assert crd_defaults == defaults, f"spec.{section}"
+
+
+def test_subresources_and_columns() -> None:
+    assert VERSION["subresources"]["status"] == {}
+    assert VERSION["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    columns = [c["name"] for c in VERSION["additionalPrinterColumns"]]
+    assert columns == ["Ready", "Pending", "Running", "Dead", "Replicas", "Age"]
+    status = SCHEMA["properties"]["status"]["properties"]
+    for column in VERSION["additionalPrinterColumns"]:
+        field = column["jsonPath"].split(".")[2].split("[")[0]
+        assert column["jsonPath"].startswith(".metadata") or field in status, column
+
+
+def test_crd_is_a_valid_kubernetes_object() -> None:
+    import kubernetes_validate
+
+    kubernetes_validate.validate(CRD, "1.30", strict=True)

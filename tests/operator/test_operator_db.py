@@ -1,0 +1,57 @@
+"""The operator's database edge against a real PostgreSQL: shared Queues, shared readings,
+and failures turned into condition reasons without passwords."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgwork.models import NewJob
+from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, read_figures
+from pgwork.queue import Queue
+
+
+def test_figures_sum_only_the_queues_job_types_and_share_one_reading(dsn: str, queue: Queue) -> None:
+    queue.enqueue_many([NewJob("ocr", {"n": n}) for n in range(4)] + [NewJob("other", {"n": n}) for n in range(7)])
+    queue.enqueue("extract", {"later": True}, delay=3600)
+    queue.claim("pod-a", job_types=["ocr"], limit=1)
+    cache = QueueCache()
+    try:
+        q = cache.get(("ns", "a"), dsn)
+        assert cache.get(("ns", "b"), dsn) is q  # one Queue per database
+        first = cache.figures(dsn, q, ["ocr", "extract"], now=100.0, max_age=1.0)
+        assert (first.ready, first.running, first.scheduled, first.dead) == (3, 1, 1, 0)
+        other = cache.figures(dsn, q, ["other"], now=100.5, max_age=1.0)
+        assert other.ready == 7
+        assert cache.statements == 1  # the second JobQueue reused the reading
+        cache.figures(dsn, q, ["other"], now=101.6, max_age=1.0)
+        assert cache.statements == 2
+        assert read_figures(q, ["ocr"]).running == 1
+        assert jobs_by_owner(q, ["ocr"]) == {"pod-a": 1}
+        cache.release(("ns", "a"))
+        assert cache.open_count() == 1  # still used by b
+        cache.release(("ns", "b"))
+        assert cache.open_count() == 0
+    finally:
+        cache.close_all()
+
+
+@pytest.mark.parametrize(
+    ("dsn", "reason"),
+    [
+        ("postgresql://app:hunter2@127.0.0.1:1/db?connect_timeout=2", "Unreachable"),
+        ("host=127.0.0.1 port=5432 dbname=x password=hunter2 nonsense", "InvalidDSN"),
+    ],
+)
+def test_failures_become_reasons_without_passwords(dsn: str, reason: str) -> None:
+    cache = QueueCache()
+    with pytest.raises(DatabaseProblem) as info:
+        cache.get(("ns", "a"), dsn)
+    assert info.value.reason == reason
+    assert "hunter2" not in info.value.message
+
+
+def test_not_migrated(empty_dsn: str) -> None:
+    with pytest.raises(DatabaseProblem) as info:
+        QueueCache().get(("ns", "a"), empty_dsn)
+    assert info.value.reason == "NotMigrated"
+    assert "pgwork migrate" in info.value.message
