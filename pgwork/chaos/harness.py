@@ -270,10 +270,11 @@ class Run:
             self.records.append(FaultRecord(fault.kind, victim, started, time.time()))
             self.start_worker(slot)
             log.info("%6.1fs SIGKILL %s; started %s", clock, victim, slot.owner)
-        elif fault.kind is FaultKind.RESTART_DB:
-            self.server.restart()
+        elif fault.kind in (FaultKind.RESTART_DB, FaultKind.CRASH_DB):
+            mode = "fast" if fault.kind is FaultKind.RESTART_DB else "immediate"
+            self.server.restart(mode)
             self.records.append(FaultRecord(fault.kind, None, started, time.time()))
-            log.info("%6.1fs restarted PostgreSQL (%.1fs)", clock, time.time() - started)
+            log.info("%6.1fs restarted PostgreSQL -m %s (%.1fs)", clock, mode, time.time() - started)
         elif fault.kind is FaultKind.TERMINATE_BACKENDS:
             killed = self._terminate(slot.owner)
             if killed is None:

@@ -1,7 +1,7 @@
 """The injector's plan: which fault, when, to which worker slot. A pure function of the seed.
 
-The same seed always gives the same plan, so a failing run can be replayed. The first four
-faults are the four kinds in a seeded order, so even a short run exercises each of them.
+The same seed always gives the same plan, so a failing run can be replayed. The first faults
+are each kind once, in a seeded order, so even a short run exercises every one of them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 class FaultKind(enum.StrEnum):
     KILL_WORKER = "kill_worker"  # SIGKILL one worker; a replacement starts, as a Deployment would
     RESTART_DB = "restart_db"  # pg_ctl restart -m fast: every connection is cut
+    CRASH_DB = "crash_db"  # pg_ctl restart -m immediate: no shutdown checkpoint, crash recovery on start
     TERMINATE_BACKENDS = "terminate_backends"  # pg_terminate_backend on one worker's sessions
     PAUSE_WORKER = "pause_worker"  # SIGSTOP past the lease, then SIGCONT
 
@@ -23,9 +24,11 @@ KINDS = tuple(FaultKind)
 WEIGHTS = {
     FaultKind.KILL_WORKER: 3,
     FaultKind.RESTART_DB: 1,
+    FaultKind.CRASH_DB: 1,
     FaultKind.TERMINATE_BACKENDS: 3,
     FaultKind.PAUSE_WORKER: 2,
 }
+DATABASE_FAULTS = frozenset({FaultKind.RESTART_DB, FaultKind.CRASH_DB})
 # Restarts closer together than this become backend terminations: a server that never
 # stays up measures nothing.
 MIN_RESTART_GAP = 6.0
@@ -35,7 +38,7 @@ MIN_RESTART_GAP = 6.0
 class Fault:
     at: float  # seconds after the run starts
     kind: FaultKind
-    slot: int  # which worker slot (ignored for RESTART_DB)
+    slot: int  # which worker slot (ignored for the database faults)
     hold: float = 0.0  # PAUSE_WORKER: how long the worker stays stopped
 
 
@@ -69,7 +72,7 @@ def plan(
         kind = kinds[len(faults)] if forced else _weighted(rng)
         free = [s for s in range(workers) if busy_until[s] <= at]
         restart_ok = at - last_restart >= MIN_RESTART_GAP
-        possible = restart_ok if kind is FaultKind.RESTART_DB else bool(free)
+        possible = restart_ok if kind in DATABASE_FAULTS else bool(free)
         if not possible:
             if forced:
                 at += 0.5  # keep the kind; try again a little later
@@ -86,7 +89,7 @@ def plan(
         if kind is FaultKind.PAUSE_WORKER:
             hold = round(lease + 2 * reap_every + rng.uniform(0.5, lease), 3)
             busy_until[slot] = at + hold + 0.5
-        elif kind is FaultKind.RESTART_DB:
+        elif kind in DATABASE_FAULTS:
             last_restart = at
         faults.append(Fault(round(at, 3), kind, slot, hold))
         at += max(0.5, rng.expovariate(1.0 / mean_gap))

@@ -127,9 +127,12 @@ class PrivateServer:
     def start(self) -> None:
         self._pg_ctl("-w", "-t", "60", "start")
 
-    def restart(self) -> None:
-        """Fast restart: every connection is cut, the server is down for a moment."""
-        self._pg_ctl("-w", "-t", "60", "-m", "fast", "restart")
+    def restart(self, mode: str = "fast") -> None:
+        """Every connection is cut and the server is down for a moment. `fast` shuts down
+        cleanly; `immediate` is a crash: no shutdown checkpoint, WAL replayed on start."""
+        if mode not in ("fast", "immediate"):
+            raise ValueError(f"restart mode {mode!r}: use fast or immediate")
+        self._pg_ctl("-w", "-t", "60", "-m", mode, "restart")
         self.restarts += 1
 
     def stop(self) -> None:

@@ -52,7 +52,7 @@ def test_seeded_chaos_run_keeps_every_invariant() -> None:
     assert figures["password in logs"] == 0
     # The run really was hostile: every kind of fault happened, and leases were taken from
     # stopped workers, so "a resumed worker wrote nothing" was put to the test.
-    for kind in ("kill_worker", "restart_db", "terminate_backends", "pause_worker"):
+    for kind in ("kill_worker", "restart_db", "crash_db", "terminate_backends", "pause_worker"):
         assert figures[f"faults: {kind}"] >= 1, kind
     assert figures["  of them from paused workers"] >= 1
     assert figures["claims (logged)"] > 2000
