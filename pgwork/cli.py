@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
+import psycopg
+
 from pgwork import __version__, tracing
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_duration
@@ -257,6 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _first_line(exc: BaseException) -> str:
+    text = redact(str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -268,6 +275,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except PgworkError as exc:
         print(f"pgwork {args.command}: {redact(str(exc))}", file=sys.stderr)
+        return 2
+    except psycopg.errors.InsufficientPrivilege as exc:
+        print(
+            f"pgwork {args.command}: {_first_line(exc)}; the connecting role lacks this privilege (run "
+            "`pgwork migrate` as the role that owns the pgwork schema, and give other roles a profile with "
+            "`pgwork grant ROLE --profile reader|worker|maintainer`)",
+            file=sys.stderr,
+        )
+        return 2
+    except psycopg.Error as exc:
+        print(f"pgwork {args.command}: database error: {_first_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 _URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+# libpq lets an unquoted value escape a space with a backslash: password=abc\ def is "abc def".
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)", re.IGNORECASE)
 
 
 def resolve_dsn(flag: str | None, environ: Mapping[str, str] = os.environ) -> str:

@@ -33,3 +33,17 @@ class SchemaTooNew(DatabaseError):
 
 class Unreachable(DatabaseError):
     pass
+
+
+# Both below are kinds of Unreachable (code that reports "cannot reach the database" keeps
+# working), but callers that retry Unreachable should give up on them at once.
+class BadConnectionString(Unreachable):
+    """The connection string itself is wrong; retrying cannot help."""
+
+
+class AccessDenied(Unreachable):
+    """The server answered and refused us (password, pg_hba, unknown role or database);
+    retrying cannot help until someone changes the credentials or the server."""
+
+
+PERMANENT_CONNECT_ERRORS = (BadConnectionString, AccessDenied)

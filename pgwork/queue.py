@@ -27,6 +27,8 @@ from pgwork import sql_files
 from pgwork.backoff import Backoff
 from pgwork.dsn import describe, redact
 from pgwork.errors import (
+    AccessDenied,
+    BadConnectionString,
     EncodingRefused,
     InvalidArgument,
     NotMigrated,
@@ -70,16 +72,43 @@ def connect(
             row_factory=dict_row,
         )
     except psycopg.ProgrammingError as exc:  # malformed connection string
-        raise Unreachable(f"invalid connection string: {redact(str(exc)).strip()}") from None
+        raise BadConnectionString(f"invalid connection string: {redact(str(exc)).strip()}") from None
     except psycopg.OperationalError as exc:
         first = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = str(exc).lower()
+        if any(marker in text for marker in _MALFORMED):
+            raise BadConnectionString(f"invalid connection string for {describe(dsn)}: {first}") from None
+        if any(marker in text for marker in _REFUSED):
+            raise AccessDenied(
+                f"cannot connect to {describe(dsn)}: {first} (fix the user, password or database name in the "
+                "connection string or the Secret it comes from; retrying will not help)"
+            ) from None
         raise Unreachable(f"cannot connect to {describe(dsn)}: {first}") from None
     return conn
 
 
+# libpq's words for failures that no retry can fix. Anything else (refused, timed out, the
+# server starting up or shutting down) is Unreachable, which callers may retry.
+_MALFORMED = (
+    "invalid integer value",
+    "invalid connection option",
+    "invalid uri",
+    'missing "=" after',
+    "invalid sslmode",
+)
+_REFUSED = (
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "fe_sendauth: no password supplied",
+    "does not exist",  # role "x" does not exist / database "x" does not exist
+)
+
+
 def check_encoding(conn: AnyConnection) -> None:
     row = conn.execute(sql_files.query("server_encoding")).fetchone()
-    encoding = str(row["server_encoding"]) if row else "unknown"
+    value = row["server_encoding"] if row else "unknown"
+    # Under SQL_ASCII psycopg hands text back as bytes, this very value included.
+    encoding = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
     if encoding.upper() not in ("UTF8", "UTF-8"):
         dbname = conn.info.dbname
         raise EncodingRefused(

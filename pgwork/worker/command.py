@@ -14,7 +14,7 @@ from types import FrameType
 
 from pgwork import tracing
 from pgwork.dsn import resolve_dsn
-from pgwork.errors import PgworkError, Unreachable
+from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
 from pgwork.queue import Queue
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
 from pgwork.worker.registry import REGISTRY
@@ -104,6 +104,8 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
                 prepare=options.listen,
             )
         except Unreachable as exc:
+            if isinstance(exc, PERMANENT_CONNECT_ERRORS):
+                raise  # a wrong password or a malformed DSN does not heal by waiting
             if stopping[0]:
                 return None  # told to stop before the database was ever reached: nothing held
             if time.monotonic() + pause > deadline:

@@ -12,6 +12,7 @@ claims). A second request releases at once. After a graceful stop no row is left
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -297,8 +298,10 @@ class Worker:
             return self._lost(held, span)
         if failure is not None:
             retryable = not isinstance(failure, PermanentError)
-            span.record_exception(failure)
-            tracing.mark_error(span, error_type(failure), str(failure))
+            # Both read str(failure), which a handler's own exception class may break.
+            with contextlib.suppress(Exception):
+                span.record_exception(failure)
+            tracing.mark_error(span, error_type(failure), safe_str(failure))
             text = describe_error(failure)
             result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, text, retryable=retryable))
             if result is None or result.outcome is FailOutcome.LEASE_LOST:
@@ -399,6 +402,15 @@ class Worker:
         self.metrics.finished(held.claimed.job_type, outcome, time.monotonic() - held.claimed_at)
 
 
+def safe_str(exc: BaseException) -> str:
+    """str(exc), or a stand-in when the exception's own __str__ raises (a handler's bug must
+    never stop the worker from recording the failure)."""
+    try:
+        return str(exc)
+    except Exception as inner:
+        return f"<str() of {type(exc).__name__} raised {type(inner).__name__}>"
+
+
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = safe_str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
