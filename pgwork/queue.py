@@ -393,6 +393,42 @@ class Queue:
             return Completion.LEASE_LOST
         return Completion.CREATED if row["inserted"] else Completion.ALREADY_EXISTED
 
+    def succeed_many(
+        self,
+        completions: Sequence[tuple[Lease, Any]],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+    ) -> dict[int, Completion]:
+        """`succeed` for many jobs in one statement (one commit): each is fenced by its own token
+        and writes its result once per idempotency key, exactly as `succeed` would one by one."""
+        if not completions:
+            return {}
+        ids = [lease.job_id for lease, _ in completions]
+        if len(set(ids)) != len(ids):
+            raise InvalidArgument("completions", "names a job more than once", "pass each lease once")
+        results = [Jsonb(_result_json(result), dumps=_identity) for _, result in completions]
+        rows = self._all(
+            "succeed_many",
+            {
+                "ids": ids,
+                "tokens": [lease.token for lease, _ in completions],
+                "owners": [lease.owner for lease, _ in completions],
+                "results": results,
+                "now": now,
+            },
+            conn,
+        )
+        held = {int(r["id"]): bool(r["inserted"]) for r in rows}
+        return {
+            job_id: Completion.LEASE_LOST
+            if job_id not in held
+            else Completion.CREATED
+            if held[job_id]
+            else Completion.ALREADY_EXISTED
+            for job_id in ids
+        }
+
     def fail(
         self,
         lease: Lease,
@@ -564,6 +600,17 @@ class Listener:
     @property
     def closed(self) -> bool:
         return bool(self._conn.closed)
+
+
+def _result_json(result: Any) -> str:
+    """As `succeed` checks its result (kept apart so `succeed` itself is untouched)."""
+    try:
+        text = json.dumps(result, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument("result", f"is not JSON-serialisable ({exc})", "return JSON types only") from None
+    if "\\u0000" in text:
+        raise InvalidArgument("result", "contains a NUL character", "PostgreSQL jsonb cannot hold \\u0000")
+    return text
 
 
 def _check_seconds(value: float, field: str) -> float:

@@ -93,6 +93,32 @@ WITH fenced AS (
 )
 SELECT (SELECT count(*) FROM fenced) AS fenced, (SELECT count(*) FROM inserted) AS inserted;
 
+-- name: succeed_many
+-- The batched form of succeed: one statement for many leases, each still fenced by its own
+-- token, each result written once per idempotency key (a key already present, or shared by
+-- two jobs of the batch, keeps its first row). One row back per job that was still held.
+WITH input AS (
+    SELECT t.id, t.token, t.owner, t.result
+      FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(owners)s::text[], %(results)s::jsonb[])
+           AS t(id, token, owner, result)
+), fenced AS (
+    UPDATE pgwork.jobs AS j
+       SET status = 'succeeded',
+           completed_at = coalesce(%(now)s::timestamptz, now()),
+           lease_token = NULL,
+           lease_expires_at = NULL,
+           cancel_requested_at = NULL
+      FROM input AS i
+     WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'running'
+    RETURNING j.id, j.job_type, j.idempotency_key, i.owner, i.result
+), inserted AS (
+    INSERT INTO pgwork.job_results (idempotency_key, job_id, job_type, produced_by, result)
+    SELECT f.idempotency_key, f.id, f.job_type, f.owner, f.result FROM fenced AS f ORDER BY f.id
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING job_id
+)
+SELECT f.id, EXISTS (SELECT 1 FROM inserted AS n WHERE n.job_id = f.id) AS inserted FROM fenced AS f;
+
 -- name: fail
 -- Retry (pending, pushed into the future) while attempts remain and the error is retryable;
 -- otherwise dead. last_error always keeps the newest error.
