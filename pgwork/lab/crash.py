@@ -1,0 +1,1 @@
+"""Experiment 4 placeholder replaced below."""
