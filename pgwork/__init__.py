@@ -4,6 +4,7 @@ from pgwork.backoff import Backoff
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState, NewJob
 from pgwork.queue import Queue, migrate
+from pgwork.worker.registry import Job, PermanentError, handler
 
 __version__ = "0.1.0"
 
@@ -13,11 +14,14 @@ __all__ = [
     "Completion",
     "FailOutcome",
     "InvalidArgument",
+    "Job",
     "Lease",
     "LeaseState",
     "NewJob",
+    "PermanentError",
     "PgworkError",
     "Queue",
     "__version__",
+    "handler",
     "migrate",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from pgwork import __version__
+from pgwork import __version__, tracing
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_duration
 from pgwork.errors import PgworkError
@@ -82,10 +82,22 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_enqueue(args: argparse.Namespace) -> int:
     payload = _json_object(args.payload)
     delay = _seconds(args.delay, "--delay") if args.delay is not None else None
-    with _queue(args) as q:
-        job_id = q.enqueue(
-            args.job_type, payload, key=args.key, priority=args.priority, delay=delay, max_attempts=args.max_attempts
-        )
+    provider = tracing.configure_from_env()
+    try:
+        with _queue(args) as q:
+            # The producer's trace context rides on the row, so the worker's span joins the trace.
+            job_id = tracing.enqueue(
+                q,
+                args.job_type,
+                payload,
+                tracer_provider=provider,
+                key=args.key,
+                priority=args.priority,
+                delay=delay,
+                max_attempts=args.max_attempts,
+            )
+    finally:
+        tracing.shutdown(provider)
     print(job_id)
     return 0
 

@@ -1,0 +1,1 @@
+"""The `pgwork worker` runtime: handlers, heartbeats, drain on SIGTERM, metrics and traces."""

@@ -1,0 +1,142 @@
+"""`pgwork worker --app MODULE ...`: run handlers from MODULE until SIGTERM (or --burst)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import signal
+import sys
+import time
+from types import FrameType
+
+from pgwork import tracing
+from pgwork.dsn import resolve_dsn
+from pgwork.errors import PgworkError, Unreachable
+from pgwork.queue import Queue
+from pgwork.worker.options import OptionError, WorkerOptions, parse_options
+from pgwork.worker.registry import REGISTRY
+from pgwork.worker.runtime import Worker
+
+log = logging.getLogger("pgwork.worker")
+
+# How long a starting worker keeps trying to reach the database before giving up.
+CONNECT_PATIENCE = 60.0
+
+
+class WorkerUsageError(PgworkError):
+    pass
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    text = "run job handlers from a module until SIGTERM (drains running jobs first)"
+    p = subparsers.add_parser("worker", help=text, description=text)
+    p.set_defaults(func=cmd_worker)
+    p.add_argument("--app", required=True, metavar="MODULE", help="module whose @pgwork.handler functions to run")
+    p.add_argument("--job-types", metavar="A,B", help="only these job types (default: every type MODULE handles)")
+    p.add_argument("--concurrency", default="1", metavar="N", help="jobs running at once in this process (default 1)")
+    p.add_argument("--batch", default="1", metavar="N", help="claim up to N jobs per statement, for short jobs")
+    p.add_argument("--lease", default="30s", help="lease per claim, renewed by heartbeats (default 30s)")
+    p.add_argument("--heartbeat", default=None, help="renewal interval, at most a third of --lease (default lease/3)")
+    p.add_argument("--burst", action="store_true", help="exit 0 once no job is ready and none is running")
+    p.add_argument("--metrics-port", default="9100", help="port for /metrics, /healthz, /readyz; 0 turns it off")
+    p.add_argument("--grace", default="30s", help="on SIGTERM, how long running jobs may finish (default 30s)")
+    p.add_argument("--id", dest="worker_id", help="owner name on claimed jobs (default: $HOSTNAME, the pod name)")
+    p.add_argument(
+        "--no-listen",
+        action="store_true",
+        help="poll only, no LISTEN and no prepared statements (behind a transaction-mode pooler)",
+    )
+    p.add_argument("--poll", default="1s", help="poll interval, the fallback to LISTEN (default 1s)")
+
+
+def options_from_args(args: argparse.Namespace) -> WorkerOptions:
+    try:
+        return parse_options(
+            app=args.app,
+            worker_id=args.worker_id,
+            environ=os.environ,
+            job_types=args.job_types,
+            concurrency=args.concurrency,
+            batch=args.batch,
+            lease=args.lease,
+            heartbeat=args.heartbeat,
+            burst=args.burst,
+            metrics_port=args.metrics_port,
+            grace=args.grace,
+            listen=not args.no_listen,
+            poll=args.poll,
+        )
+    except OptionError as exc:
+        raise WorkerUsageError(str(exc)) from None
+
+
+def import_app(module: str) -> None:
+    """Import the handler module; its @pgwork.handler decorators fill the registry."""
+    # `pgwork worker` run from a project directory should find the project's modules.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            raise WorkerUsageError(f"--app: cannot import {module!r} ({exc}); is it on PYTHONPATH?") from None
+        raise WorkerUsageError(f"--app: importing {module!r} failed: {exc}") from None
+    except Exception as exc:
+        raise WorkerUsageError(f"--app: importing {module!r} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue | None:
+    pause = 0.5
+    deadline = time.monotonic() + CONNECT_PATIENCE
+    while True:
+        try:
+            return Queue(
+                dsn,
+                pool_size=min(options.concurrency, 8) + 1,
+                application_name=f"pgwork-worker:{options.worker_id}"[:63],
+                prepare=options.listen,
+            )
+        except Unreachable as exc:
+            if stopping[0]:
+                return None  # told to stop before the database was ever reached: nothing held
+            if time.monotonic() + pause > deadline:
+                raise
+            log.warning("%s; retrying in %gs", exc, pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 10.0)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    import_app(options.app)
+    provider = tracing.configure_from_env()
+    stopping = [False]
+    worker: Worker | None = None
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping[0] = True
+        if worker is not None:
+            worker.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    queue = _open_queue(resolve_dsn(args.dsn), options, stopping)
+    if queue is None:
+        return 0
+    try:
+        worker = Worker(queue, options, REGISTRY, tracer_provider=provider, prepare=options.listen)
+        try:
+            worker.start_metrics()
+        except OSError as exc:
+            raise WorkerUsageError(
+                f"--metrics-port: cannot serve on port {options.metrics_port} ({exc.strerror or exc}); "
+                "pick a free port, or 0 to turn metrics off"
+            ) from None
+        if stopping[0]:
+            worker.request_stop()
+        return worker.run()
+    finally:
+        queue.close()
+        tracing.shutdown(provider)

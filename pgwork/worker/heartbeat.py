@@ -1,0 +1,113 @@
+"""The heartbeat thread: renews every held lease in one statement, on its own connection.
+
+Runs outside any transaction (autocommit). A renewal that matches no row means the lease was
+lost; one that reports a cancellation request passes it on. Both reach the handler through its
+`Job`, and the runner then never writes the effect. If the database is unreachable, a job whose
+lease has lapsed by our own clock is treated as lost too: the reaper may have handed it on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+
+import psycopg
+
+from pgwork.errors import PgworkError
+from pgwork.models import LeaseState
+from pgwork.queue import AnyConnection, Queue, connect
+from pgwork.worker.holdings import HeldState, Holdings
+from pgwork.worker.metrics import WorkerMetrics
+from pgwork.worker.registry import StopReason
+
+log = logging.getLogger("pgwork.worker.heartbeat")
+
+TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+class Heartbeat(threading.Thread):
+    def __init__(
+        self,
+        queue: Queue,
+        holdings: Holdings,
+        metrics: WorkerMetrics,
+        *,
+        interval: float,
+        lease: float,
+        prepare: bool = True,
+    ) -> None:
+        super().__init__(name="pgwork-heartbeat", daemon=True)
+        self._queue = queue
+        self._holdings = holdings
+        self._metrics = metrics
+        self.interval = interval
+        self.lease = lease
+        self._prepare = prepare
+        self._conn: AnyConnection | None = None
+        self._stop_event = threading.Event()
+        self.rounds = 0
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            try:
+                self.beat()
+            except Exception:  # never let the heartbeat thread die: the leases depend on it
+                log.exception("heartbeat round failed unexpectedly")
+        self._close()
+
+    def _connection(self) -> AnyConnection:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self._queue.dsn, application_name=f"{self._queue.application_name}-heartbeat")
+            if not self._prepare:
+                self._conn.prepare_threshold = None
+        return self._conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+    def beat(self) -> None:
+        # Finishing jobs are left out: their row is changing state, and a "lost" answer would be noise.
+        held = [
+            h
+            for h in self._holdings.snapshot()
+            if h.state in (HeldState.WAITING, HeldState.RUNNING) and not h.job.lease_lost
+        ]
+        sent = time.monotonic()
+        try:
+            conn = self._connection()
+            states = self._queue.heartbeat_many([h.lease for h in held], lease_seconds=self.lease, conn=conn)
+        except (*TRANSIENT, PgworkError) as exc:
+            self._close()
+            log.warning("heartbeat failed (%s); will retry in %gs", str(exc).strip().splitlines()[0], self.interval)
+            now = time.monotonic()
+            for h in held:
+                if now >= h.lease_deadline:
+                    log.warning(
+                        "job %s: lease lapsed by our clock without a renewal; treating it as lost", h.claimed.id
+                    )
+                    h.job.request_stop(StopReason.LEASE_LOST)
+            return
+        self.rounds += 1
+        self._metrics.heartbeat_ok()
+        for h in held:
+            if h.state not in (HeldState.WAITING, HeldState.RUNNING):
+                continue  # finished while the renewal was in flight
+            state = states.get(h.claimed.id, LeaseState.LOST)
+            if state is LeaseState.HELD:
+                h.lease_deadline = sent + self.lease
+            elif state is LeaseState.CANCEL_REQUESTED:
+                h.lease_deadline = sent + self.lease
+                if not h.job.cancelled:
+                    log.info("job %s: cancellation requested; telling the handler", h.claimed.id)
+                h.job.request_stop(StopReason.CANCELLED)
+            else:
+                log.warning("job %s: lease lost (renewal matched no row); its effect will not be written", h.claimed.id)
+                h.job.request_stop(StopReason.LEASE_LOST)

@@ -1,0 +1,128 @@
+"""`pgwork worker` options: strings in, a checked WorkerOptions out. Pure, no I/O."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pgwork.durations import parse_duration
+
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MAX_CONCURRENCY = 1000
+MAX_BATCH = 10_000
+
+
+class OptionError(ValueError):
+    """One bad option, named, with the fix."""
+
+    def __init__(self, option: str, problem: str, fix: str) -> None:
+        self.option = option
+        super().__init__(f"{option}: {problem} ({fix})")
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    app: str
+    worker_id: str
+    job_types: tuple[str, ...] | None = None
+    concurrency: int = 1
+    batch: int = 1
+    lease: float = 30.0
+    heartbeat: float = 10.0
+    burst: bool = False
+    metrics_port: int = 9100  # 0: no metrics server
+    grace: float = 30.0
+    listen: bool = True
+    poll: float = 1.0
+
+    @property
+    def capacity(self) -> int:
+        """Jobs held at once: running plus claimed-and-waiting (a batch may exceed concurrency)."""
+        return max(self.concurrency, self.batch)
+
+
+def _duration(text: str, option: str) -> float:
+    try:
+        return parse_duration(text, option)
+    except ValueError as exc:
+        raise OptionError(
+            option, str(exc).split(": ", 1)[-1], "write seconds like 30 or a duration like 30s, 5m"
+        ) from None
+
+
+def _int(text: str, option: str, low: int, high: int) -> int:
+    stripped = text.strip()
+    if not re.fullmatch(r"\d+", stripped):
+        raise OptionError(option, f"{text!r} is not a whole number", f"use {low}..{high}")
+    value = int(stripped)
+    if not low <= value <= high:
+        raise OptionError(option, f"{value} is out of range", f"use {low}..{high}")
+    return value
+
+
+def parse_options(
+    *,
+    app: str,
+    worker_id: str | None,
+    environ: Mapping[str, str],
+    job_types: str | None = None,
+    concurrency: str = "1",
+    batch: str = "1",
+    lease: str = "30s",
+    heartbeat: str | None = None,
+    burst: bool = False,
+    metrics_port: str = "9100",
+    grace: str = "30s",
+    listen: bool = True,
+    poll: str = "1s",
+) -> WorkerOptions:
+    """Check every option; the first bad one raises OptionError naming it and the fix."""
+    if not app or not _MODULE.match(app):
+        raise OptionError("--app", f"{app!r} is not an importable module name", "e.g. --app myproject.jobs")
+    owner = worker_id if worker_id else environ.get("HOSTNAME", "")
+    if not owner:
+        raise OptionError("--id", "is empty and HOSTNAME is not set", "pass --id NAME (in Kubernetes the pod name)")
+    if len(owner) > 200:
+        raise OptionError("--id", f"is {len(owner)} characters long", "use at most 200 characters")
+    types: tuple[str, ...] | None = None
+    if job_types is not None:
+        parts = tuple(t.strip() for t in job_types.split(","))
+        if not parts or any(not t for t in parts):
+            raise OptionError("--job-types", f"{job_types!r} has an empty name", "list types as a,b,c")
+        if any(len(t) > 200 for t in parts):
+            raise OptionError("--job-types", "a type is longer than 200 characters", "use shorter type names")
+        types = tuple(dict.fromkeys(parts))
+    n_concurrency = _int(concurrency, "--concurrency", 1, MAX_CONCURRENCY)
+    n_batch = _int(batch, "--batch", 1, MAX_BATCH)
+    lease_s = _duration(lease, "--lease")
+    if lease_s < 1:
+        raise OptionError("--lease", f"{lease!r} is under one second", "use at least 1s; 30s suits most jobs")
+    heartbeat_s = lease_s / 3 if heartbeat is None else _duration(heartbeat, "--heartbeat")
+    if heartbeat_s <= 0:
+        raise OptionError("--heartbeat", f"{heartbeat!r} must be above zero", "e.g. 10s")
+    if heartbeat_s > lease_s / 3 + 1e-9:
+        raise OptionError(
+            "--heartbeat",
+            f"{heartbeat_s:g}s is more than a third of the {lease_s:g}s lease, so one late renewal would lose the job",
+            f"use at most {lease_s / 3:g}s, or lengthen --lease",
+        )
+    port = _int(metrics_port, "--metrics-port", 0, 65535)
+    grace_s = _duration(grace, "--grace")
+    poll_s = _duration(poll, "--poll")
+    if not 0.01 <= poll_s <= 300:
+        raise OptionError("--poll", f"{poll!r} is out of range", "use 10ms..5m; 1s is the default")
+    return WorkerOptions(
+        app=app,
+        worker_id=owner,
+        job_types=types,
+        concurrency=n_concurrency,
+        batch=n_batch,
+        lease=lease_s,
+        heartbeat=heartbeat_s,
+        burst=burst,
+        metrics_port=port,
+        grace=grace_s,
+        listen=listen,
+        poll=poll_s,
+    )

@@ -1,0 +1,112 @@
+"""`pgwork demo`: its parsing code, its plan, and whole runs (given database and embedded)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from decimal import Decimal
+
+import psycopg
+import pytest
+from workerkit import ROOT
+
+from pgwork.demo import invoices
+from pgwork.demo.command import plan
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_generated_invoices_parse_back_to_their_fields(seed: int) -> None:
+    rng = random.Random(seed)
+    invoice = invoices.generate(rng, seed + 1)
+    fields = invoices.parse(invoices.render(invoice))
+    assert fields["invoice_number"] == invoice.number
+    assert fields["issued"] == invoice.issued.isoformat() and fields["due"] == invoice.due.isoformat()
+    assert fields["customer"] == invoice.customer and fields["vendor"] == invoice.vendor
+    assert Decimal(fields["total"]) == invoice.total == invoice.subtotal + invoice.tax
+    assert [(line["description"], line["quantity"]) for line in fields["lines"]] == [
+        (d, q) for d, q, _ in invoice.lines
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        (lambda t: t.replace("Invoice No.", "Invoice #"), "no invoice number found"),
+        (lambda t: t.replace("TOTAL DUE", "TOTAL"), "no total found"),
+        (lambda t: t.replace("Subtotal: EUR ", "Subtotal: EUR 1"), "do not add up"),
+        (lambda t: t.replace(" x ", " * "), "no line items found"),
+        (lambda t: t.replace("Bill to:", "Ship to:"), "no customer found"),
+    ],
+)
+def test_unreadable_invoices_say_what_is_wrong(change: object, error: str) -> None:
+    text = invoices.render(invoices.generate(random.Random(7), 1))
+    with pytest.raises(invoices.InvoiceParseError, match=error):
+        invoices.parse(change(text))  # type: ignore[operator]
+
+
+def test_plan_is_deterministic_with_each_role() -> None:
+    docs = plan("run1", 10, seed=5)
+    assert docs == plan("run1", 10, seed=5)
+    assert [d.role for d in docs[:4]] == ["long", "flaky", "poison", "flaky"]
+    assert {d.role for d in docs[4:]} == {"clean"}
+    assert docs[0].job.priority == 0 and all(d.job.priority == 100 for d in docs[1:])
+    assert len({d.job.key for d in docs}) == 10 and all(d.job.key.startswith("demo:run1:INV-") for d in docs)  # type: ignore[union-attr]
+    with pytest.raises(invoices.InvoiceParseError):
+        invoices.parse(docs[2].job.payload["text"])
+
+
+def run_demo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "pgwork.cli", "demo", *args],
+        check=False, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str) -> None:
+    with psycopg.connect(empty_dsn) as conn:
+        before = conn.execute("SELECT nspname FROM pg_namespace ORDER BY 1").fetchall()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    proc = run_demo({**env, "DATABASE_URL": empty_dsn})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "using the database in DATABASE_URL" in out
+    assert "SIGKILL demo-w" in out and "reaper: job 1's lease lapsed" in out
+    assert "Every invariant held" in out
+    with psycopg.connect(empty_dsn) as conn:
+        after = conn.execute("SELECT nspname FROM pg_namespace ORDER BY 1").fetchall()
+        outside = conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname NOT IN ('pgwork', 'pg_catalog', 'information_schema', 'pg_toast')"
+        ).fetchall()
+        jobs = conn.execute(
+            "SELECT payload->>'role', status::text, attempt_count, last_error FROM pgwork.jobs ORDER BY id"
+        ).fetchall()
+        results = conn.execute("SELECT count(*) FROM pgwork.job_results").fetchone()
+    assert sorted(set(after) - set(before)) == [("pgwork",)]
+    assert outside == []
+    by_role: dict[str, list[tuple[str, int, str | None]]] = {}
+    for role, status, attempts, error in jobs:
+        by_role.setdefault(role, []).append((status, attempts, error))
+    assert len(jobs) == 24
+    assert [(s, a) for s, a, _ in by_role["long"]] == [("succeeded", 2)]
+    assert "[lease expired, reclaimed from demo-w" in (by_role["long"][0][2] or "")
+    assert [(s, a) for s, a, _ in by_role["flaky"]] == [("succeeded", 3)] * 2
+    assert [(s, a) for s, a, _ in by_role["poison"]] == [("dead", 1)]
+    assert "pgwork.PermanentError: unreadable invoice" in (by_role["poison"][0][2] or "")
+    assert {s for s, _, _ in by_role["clean"]} == {"succeeded"}
+    assert results == (23,)
+    assert "Result rows: 23; succeeded jobs: 23" in out
+
+
+@pytest.mark.slow
+def test_demo_with_no_database_url_starts_its_own_postgres() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "DATABASE_URL"}
+    proc = run_demo(env, "--documents", "8", "--workers", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "starting a throwaway embedded PostgreSQL" in proc.stdout
+    assert "Result rows: 7; succeeded jobs: 7" in proc.stdout
+    assert "Every invariant held" in proc.stdout

@@ -1,0 +1,195 @@
+"""A worker's life against real PostgreSQL, with real `pgwork worker` subprocesses."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from workerkit import Spawn, wait_for
+
+from pgwork.queue import Queue
+
+
+def status(queue: Queue, job_id: int) -> str:
+    row = queue.job(job_id)
+    assert row is not None
+    return str(row["status"])
+
+
+def running_owner(queue: Queue, job_id: int) -> str | None:
+    row = queue.job(job_id)
+    return row["lease_owner"] if row and row["status"] == "running" else None
+
+
+@pytest.mark.slow
+def test_sigkill_mid_job_lease_expires_reaper_hands_it_on(queue: Queue, spawn_worker: Spawn) -> None:
+    job_id = queue.enqueue("sleep", {"seconds": 2.0, "n": 1}, key="doc-1")
+    w1 = spawn_worker("--lease", "2s", "--heartbeat", "0.5s")
+    wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="w1 to claim the job")
+    w2 = spawn_worker("--lease", "2s", "--heartbeat", "0.5s", "--poll", "0.2s")
+    time.sleep(0.3)
+    w1.signal(signal.SIGKILL)
+    assert w1.wait(10) == -signal.SIGKILL
+    # Nothing changes by itself: the row still names the dead owner until its lease lapses.
+    assert running_owner(queue, job_id) == "w1"
+    assert queue.reap() == []
+    reclaimed = wait_for(queue.reap, 10, interval=0.2, what="the lease to lapse and the reaper to act")
+    assert [(r.id, r.previous_owner, r.attempt_count, r.status) for r in reclaimed] == [(job_id, "w1", 1, "pending")]
+    wait_for(lambda: status(queue, job_id) == "succeeded", 20, what="w2 to finish the job")
+    row = queue.job(job_id)
+    assert row is not None and row["attempt_count"] == 2 and row["lease_owner"] == "w2"
+    assert "[lease expired, reclaimed from w1" in row["last_error"]
+    result = queue.result("doc-1")
+    assert result is not None and result["produced_by"] == "w2" and result["result"]["attempt"] == 2
+    with psycopg.connect(queue.dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgwork.job_results").fetchone() == (1,)
+    w2.signal(signal.SIGTERM)
+    assert w2.wait(10) == 0
+
+
+@pytest.mark.slow
+def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(queue: Queue, spawn_worker: Spawn) -> None:
+    short = queue.enqueue("sleep", {"seconds": 1.0, "n": 1}, priority=1)
+    stuck = queue.enqueue("sleep", {"seconds": 60, "busy": True, "n": 2}, priority=2)
+    unstarted = queue.enqueue("sleep", {"seconds": 0, "n": 3}, priority=3)
+    w = spawn_worker("--concurrency", "2", "--batch", "3", "--grace", "2s")
+    wait_for(
+        lambda: running_owner(queue, stuck) == "w1" and running_owner(queue, unstarted) == "w1",
+        20,
+        what="all three claimed",
+    )
+    started = time.monotonic()
+    w.signal(signal.SIGTERM)
+    assert w.wait(15) == 0
+    took = time.monotonic() - started
+    assert 1.5 < took < 10, took  # waited out the grace for the stuck job, no longer
+    assert status(queue, short) == "succeeded"
+    for job_id, note in ((stuck, "released on shutdown (grace of 2s ran out)"), (unstarted, "released unstarted")):
+        row = queue.job(job_id)
+        assert row is not None
+        assert row["status"] == "pending"
+        assert row["lease_owner"] is None and row["lease_token"] is None and row["lease_expires_at"] is None
+        assert row["attempt_count"] == 1  # counts claims: a release is not refunded
+        assert note in row["last_error"] and "(w1, attempt 1)" in row["last_error"]
+    assert queue.running() == []
+    assert queue.reap() == []
+    assert "released on shutdown" in w.log()
+
+
+@pytest.mark.slow
+def test_second_signal_releases_at_once(queue: Queue, spawn_worker: Spawn) -> None:
+    stuck = queue.enqueue("sleep", {"seconds": 60, "busy": True})
+    w = spawn_worker("--grace", "60s")
+    wait_for(lambda: running_owner(queue, stuck) == "w1", 20, what="claim")
+    w.signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert w.alive()  # draining: the grace is a minute
+    started = time.monotonic()
+    w.signal(signal.SIGINT)
+    assert w.wait(10) == 0
+    assert time.monotonic() - started < 5
+    row = queue.job(stuck)
+    assert row is not None and row["status"] == "pending" and "second stop signal" in row["last_error"]
+
+
+def test_idle_worker_stops_at_once_on_sigterm(queue: Queue, spawn_worker: Spawn) -> None:
+    w = spawn_worker()
+    wait_for(lambda: "taking" in w.log(), 20, what="worker start")
+    w.signal(signal.SIGTERM)
+    assert w.wait(10) == 0
+
+
+@pytest.mark.slow
+def test_job_longer_than_its_lease_completes_because_heartbeats_renew_it(queue: Queue, spawn_worker: Spawn) -> None:
+    job_id = queue.enqueue("sleep", {"seconds": 3.5, "n": 1})
+    w = spawn_worker("--lease", "1s", "--heartbeat", "0.3s", "--burst")
+    wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="claim")
+    reaped = []
+    while w.alive():
+        reaped += queue.reap()  # an eager reaper the whole time: it must find nothing
+        time.sleep(0.1)
+    assert w.wait(5) == 0
+    assert reaped == []
+    row = queue.job(job_id)
+    assert row is not None and row["status"] == "succeeded" and row["attempt_count"] == 1
+
+
+@pytest.mark.slow
+def test_cancelling_a_running_job(queue: Queue, spawn_worker: Spawn, tmp_path: Path) -> None:
+    marker = tmp_path / "why"
+    job_id = queue.enqueue("watch", {"seconds": 60, "marker": str(marker)})
+    w = spawn_worker("--lease", "3s", "--heartbeat", "0.3s")
+    wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="claim")
+    report = queue.cancel([job_id])
+    assert report.requested == [job_id]
+    wait_for(lambda: status(queue, job_id) == "cancelled", 10, what="the worker to stop the job")
+    assert wait_for(lambda: marker.exists() and marker.read_text(), 5, what="marker") == "cancelled"
+    row = queue.job(job_id)
+    assert row is not None and "cancelled while running on w1" in row["last_error"]
+    assert queue.result(row["idempotency_key"]) is None  # the effect was never written
+    # The worker carries on with other work.
+    next_id = queue.enqueue("noop", {"n": 1})
+    wait_for(lambda: status(queue, next_id) == "succeeded", 10, what="the next job")
+    w.signal(signal.SIGTERM)
+    assert w.wait(10) == 0
+
+
+@pytest.mark.slow
+def test_lease_lost_means_no_effect(queue: Queue, spawn_worker: Spawn, tmp_path: Path) -> None:
+    marker = tmp_path / "why"
+    job_id = queue.enqueue("watch", {"seconds": 60, "marker": str(marker)})
+    w = spawn_worker("--lease", "3s", "--heartbeat", "0.3s")
+    wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="claim")
+    # Someone else takes the job over (as the reaper would after a stall): a new token.
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgwork.jobs SET lease_token = gen_random_uuid(), lease_owner = 'w9' WHERE id = %s", (job_id,)
+        )
+    assert wait_for(lambda: marker.exists() and marker.read_text(), 5, what="marker") == "lease_lost"
+    time.sleep(0.3)
+    row = queue.job(job_id)
+    assert row is not None and row["status"] == "running" and row["lease_owner"] == "w9"
+    assert queue.result(row["idempotency_key"]) is None
+    w.signal(signal.SIGTERM)
+    assert w.wait(10) == 0
+
+
+def _listening(dsn: str, app: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+            (app,),
+        ).fetchone()
+        return bool(row and row[0])
+
+
+@pytest.mark.slow
+def test_listen_wakes_an_idle_worker_long_before_its_next_poll(queue: Queue, spawn_worker: Spawn) -> None:
+    w = spawn_worker("--poll", "5m")
+    wait_for(lambda: _listening(queue.dsn, "pgwork-worker:w1-listen"), 20, what="the LISTEN connection")
+    time.sleep(0.3)  # idle: the startup claim found nothing
+    latencies = []
+    for n in range(3):
+        job_id = queue.enqueue("noop", {"n": n})
+        wait_for(lambda j=job_id: status(queue, j) == "succeeded", 10, interval=0.01, what="the woken claim")
+        row = queue.job(job_id)
+        assert row is not None
+        latencies.append((row["started_at"] - row["created_at"]).total_seconds())
+    # With a 5-minute poll only the notification can explain a claim within seconds.
+    assert max(latencies) < 5, latencies
+    w.signal(signal.SIGTERM)
+    assert w.wait(10) == 0
+
+
+@pytest.mark.slow
+def test_no_listen_mode_polls_without_a_listen_connection(queue: Queue, spawn_worker: Spawn) -> None:
+    w = spawn_worker("--no-listen", "--poll", "0.2s")
+    wait_for(lambda: _listening(queue.dsn, "pgwork-worker:w1"), 20, what="the worker's pool")
+    job_id = queue.enqueue("noop", {"n": 1})
+    wait_for(lambda: status(queue, job_id) == "succeeded", 10, what="the polled claim")
+    assert not _listening(queue.dsn, "pgwork-worker:w1-listen")
+    w.signal(signal.SIGTERM)
+    assert w.wait(10) == 0

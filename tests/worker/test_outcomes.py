@@ -1,0 +1,158 @@
+"""What the worker writes for each way a handler can end (in-process worker, burst mode)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pgwork_test_app  # noqa: F401 - registers the handlers
+import pytest
+
+from pgwork.queue import Queue
+from pgwork.worker.options import WorkerOptions
+from pgwork.worker.registry import REGISTRY, Job, PermanentError, Registry, StopReason
+from pgwork.worker.runtime import Worker, check_result
+
+
+def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
+    options = WorkerOptions(
+        app="pgwork_test_app", worker_id=kw.pop("worker_id", "inproc"), burst=True, metrics_port=0, **kw
+    )
+    worker = Worker(queue, options, REGISTRY)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "burst worker did not exit"
+    return worker
+
+
+def test_success_writes_one_result_under_the_jobs_key(queue: Queue) -> None:
+    job_id = queue.enqueue("sleep", {"seconds": 0, "n": 7}, key="invoice-2026-000412")
+    worker = run_burst(queue)
+    row = queue.job(job_id)
+    assert row is not None and row["status"] == "succeeded" and row["attempt_count"] == 1
+    result = queue.result("invoice-2026-000412")
+    assert result is not None
+    assert result["job_id"] == job_id and result["produced_by"] == "inproc" and result["result"]["n"] == 7
+    assert worker.metrics.jobs_finished.labels("sleep", "succeeded")._value.get() == 1
+
+
+def test_derived_key_lands_the_effect_once(queue: Queue) -> None:
+    # Same work twice (no key given): the key is derived from type + payload, so the second
+    # run's effect is the duplicate, not a second row.
+    first = queue.enqueue("noop", {"n": 1})
+    second = queue.enqueue("noop", {"n": 1})
+    worker = run_burst(queue)
+    assert {queue.job(first)["status"], queue.job(second)["status"]} == {"succeeded"}  # type: ignore[index]
+    key = queue.job(first)["idempotency_key"]  # type: ignore[index]
+    assert key == queue.job(second)["idempotency_key"]  # type: ignore[index]
+    assert key.startswith("noop:sha256:")
+    finished = worker.metrics.jobs_finished
+    assert finished.labels("noop", "succeeded")._value.get() == 1
+    assert finished.labels("noop", "duplicate")._value.get() == 1
+
+
+def test_exception_retries_with_backoff_then_dies(queue: Queue) -> None:
+    job_id = queue.enqueue("fail", {}, max_attempts=2)
+    run_burst(queue)
+    row = queue.job(job_id)
+    assert row is not None
+    assert row["status"] == "pending" and row["attempt_count"] == 1
+    assert row["available_at"] > row["created_at"]  # pushed into the future by backoff
+    assert row["last_error"].startswith("RuntimeError: model backend returned 503 (attempt 1)")
+    assert "Traceback" in row["last_error"]
+    with queue._pool.connection() as conn:  # make it ready now instead of sleeping through the backoff
+        conn.execute("UPDATE pgwork.jobs SET available_at = now() WHERE id = %s", (job_id,))
+    run_burst(queue)
+    row = queue.job(job_id)
+    assert row is not None and row["status"] == "dead" and row["attempt_count"] == 2
+    assert "attempt 2" in row["last_error"]
+
+
+def test_permanent_error_is_dead_at_once(queue: Queue) -> None:
+    job_id = queue.enqueue("permanent", {}, max_attempts=5)
+    run_burst(queue)
+    row = queue.job(job_id)
+    assert row is not None and row["status"] == "dead" and row["attempt_count"] == 1
+    assert "PermanentError: invoice has no number" in row["last_error"]
+
+
+def test_result_that_is_not_json_is_a_permanent_failure(queue: Queue) -> None:
+    job_id = queue.enqueue("bad_result", {})
+    run_burst(queue)
+    row = queue.job(job_id)
+    assert row is not None and row["status"] == "dead"
+    assert "not JSON" in row["last_error"]
+    assert queue.result(row["idempotency_key"]) is None
+
+
+def test_system_exit_in_a_handler_does_not_stop_the_worker(queue: Queue) -> None:
+    bad = queue.enqueue("exit", {}, priority=0)
+    good = queue.enqueue("noop", {"n": 2}, priority=1)
+    run_burst(queue)
+    assert queue.job(bad)["status"] == "pending"  # type: ignore[index]
+    assert queue.job(bad)["last_error"].startswith("SystemExit: 3")  # type: ignore[index]
+    assert queue.job(good)["status"] == "succeeded"  # type: ignore[index]
+
+
+def test_batch_larger_than_concurrency_runs_everything_once(queue: Queue) -> None:
+    ids = [queue.enqueue("noop", {"n": i}) for i in range(30)]
+    worker = run_burst(queue, concurrency=2, batch=10)
+    assert worker.claims == 30
+    assert all(queue.job(i)["status"] == "succeeded" for i in ids)  # type: ignore[index]
+    assert all(queue.job(i)["attempt_count"] == 1 for i in ids)  # type: ignore[index]
+
+
+def test_only_registered_types_are_claimed(queue: Queue) -> None:
+    other = queue.enqueue("somebody_elses_type", {})
+    run_burst(queue)
+    assert queue.job(other)["status"] == "pending"  # type: ignore[index]
+    assert queue.job(other)["attempt_count"] == 0  # type: ignore[index]
+
+
+def test_unknown_job_type_option_is_refused(queue: Queue) -> None:
+    options = WorkerOptions(app="pgwork_test_app", worker_id="x", job_types=("sleep", "nope"), metrics_port=0)
+    with pytest.raises(ValueError, match="--job-types: no handler registered for nope"):
+        Worker(queue, options, REGISTRY)
+    with pytest.raises(ValueError, match="registers no handlers"):
+        Worker(queue, WorkerOptions(app="empty", worker_id="x", metrics_port=0), Registry())
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ({"a": 1}, True),
+        ([1, "x", None], True),
+        ("text", True),
+        (None, True),
+        (3.5, True),
+        (float("nan"), False),
+        ({1, 2}, False),
+        ({"a": b"bytes"}, False),
+        ("nul\x00", False),
+    ],
+)
+def test_check_result(value: Any, ok: bool) -> None:
+    assert (check_result(value) is None) is ok
+
+
+def test_registry_refuses_a_second_handler_for_a_type() -> None:
+    registry = Registry()
+    registry.register("ocr", lambda job: None)
+    with pytest.raises(ValueError, match="already has a handler"):
+        registry.register("ocr", lambda job: 1)
+
+
+def test_job_stop_reason_first_wins_and_wakes_sleep() -> None:
+    job = Job(1, "t", {}, 1, 5, "k")
+    assert job.sleep(0) and not job.should_stop
+    threading.Timer(0.05, job.request_stop, args=(StopReason.CANCELLED,)).start()
+    assert job.sleep(10) is False
+    job.request_stop(StopReason.LEASE_LOST)
+    assert job.cancelled and not job.lease_lost and job.stop_reason is StopReason.CANCELLED
+
+
+def test_permanent_error_is_exported() -> None:
+    import pgwork
+
+    assert pgwork.PermanentError is PermanentError and pgwork.Job is Job

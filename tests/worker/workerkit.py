@@ -1,0 +1,88 @@
+"""Helpers for worker tests: real `pgwork worker` subprocesses against the test database.
+
+A uniquely named module (not conftest) so test files can import it unambiguously."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)])
+    for key in [k for k in env if k.startswith("OTEL_")]:
+        del env[key]
+    env.update(extra)
+    return env
+
+
+class WorkerProcess:
+    def __init__(self, proc: subprocess.Popen[str], worker_id: str, log_path: Path) -> None:
+        self.proc = proc
+        self.id = worker_id
+        self.log_path = log_path
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+Spawn = Callable[..., WorkerProcess]
+
+
+def start_worker(
+    dsn: str,
+    log_dir: Path,
+    started: list[WorkerProcess],
+    *args: str,
+    worker_id: str | None = None,
+    env: dict[str, str] | None = None,
+) -> WorkerProcess:
+    wid = worker_id or f"w{len(started) + 1}"
+    log_path = log_dir / f"{wid}.log"
+    cmd = [sys.executable, "-m", "pgwork.cli", "--dsn", dsn, "worker", "--app", "pgwork_test_app", "--id", wid]
+    if "--metrics-port" not in args:
+        cmd += ["--metrics-port", "0"]
+    cmd += list(args)
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env or worker_env(), cwd=str(ROOT)
+        )
+    wp = WorkerProcess(proc, wid, log_path)
+    started.append(wp)
+    return wp
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
