@@ -87,7 +87,7 @@ def render_pivot(
 ) -> str:
     metrics = [m for m in table.metrics if m not in skip]
     header = [x_name, series_name] if x_first else [series_name, x_name]
-    header += [f"{m} ({table.units[m]})" if table.units[m] else m for m in metrics]
+    header += [f"{m} ({table.units[m]})" if table.units[m] and table.units[m] != m else m for m in metrics]
     body = []
     for series, x in table.keys:
         lead = [x, series] if x_first else [series, x]
@@ -130,6 +130,8 @@ def targets(rows: Sequence[Row]) -> list[Verdict]:
     def judge(rows_used: Sequence[Row], ok: bool | None, figure: str) -> tuple[str, str]:
         if not rows_used:
             return "not run", "not run"
+        if ok is None and "nan" in figure:
+            figure = "point not measured"
         if rows_used[0].mode != "full":
             return figure, "not judged (quick run)"
         if ok is None:
@@ -145,7 +147,7 @@ def targets(rows: Sequence[Row]) -> list[Verdict]:
             fig, met = judge(claims, None if math.isnan(v) else v >= 98.0, f"{fmt(str(v), '%')}% of linear")
         elif key == "history_flat":
             with_index = [(s, x) for s, x in h.keys if s == "partial index"]
-            buffers = [h.value(s, x, "shared hit") + h.value(s, x, "shared read") for s, x in with_index]
+            buffers = [h.value(s, x, "shared hit") + _or_zero(h.value(s, x, "shared read")) for s, x in with_index]
             xs = sorted(int(x) for _, x in lat.keys)
             ok: bool | None = None
             figure = "not run"
@@ -176,6 +178,10 @@ def targets(rows: Sequence[Row]) -> list[Verdict]:
             )
         out.append(Verdict(key, text, ref, fig, met))
     return out
+
+
+def _or_zero(v: float) -> float:
+    return 0.0 if math.isnan(v) else v
 
 
 def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
