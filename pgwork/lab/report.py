@@ -156,8 +156,10 @@ def targets(rows: Sequence[Row]) -> list[Verdict]:
                 last = lat.value("claim", str(xs[-1]), "claim p50")
                 change = 100 * (last - first) / first if first > 0 else math.nan
                 ok = (max(buffers) <= 10 and abs(change) <= 10) if xs[-1] >= 1_000_000 else None
+                finding = max(_or_zero(h.value(s, x, "finding the row")) for s, x in with_index)
                 figure = (
-                    f"max {max(buffers):.0f} buffers; p50 {fmt(str(first), 'ms')} ms at {xs[0]:,} -> "
+                    f"max {max(buffers):.0f} buffers (the whole UPDATE; {finding:.0f} to find and lock the row); "
+                    f"p50 {fmt(str(first), 'ms')} ms at {xs[0]:,} -> "
                     f"{fmt(str(last), 'ms')} ms at {xs[-1]:,} history rows ({change:+.0f}%)"
                 )
             fig, met = judge(history, ok, figure)

@@ -9,7 +9,7 @@ import pytest
 
 from pgwork.lab import claims, drain, report, results
 from pgwork.lab.fleet import WorkerSpec
-from pgwork.lab.history import claim_scan, describe_plan
+from pgwork.lab.history import claim_scan, describe_plan, find_buffers
 from pgwork.lab.results import Measurement, Row
 from pgwork.lab.stats import duplicates, pct_of_linear, percentile
 
@@ -207,6 +207,13 @@ PLAN = {
         }
     ],
 }  # fmt: skip
+
+
+def test_find_buffers_counts_the_lockrows_subtree_only() -> None:
+    plan = {"Node Type": "ModifyTable", "Shared Hit Blocks": 16, "Plans": [
+        {"Node Type": "LockRows", "Shared Hit Blocks": 3, "Shared Read Blocks": 1, "Plans": []}]}  # fmt: skip
+    assert find_buffers(plan) == 4
+    assert find_buffers({"Node Type": "Result"}) == 0
 
 
 def test_plan_outline_and_the_claims_scan() -> None:
