@@ -27,8 +27,16 @@ from pgwork.models import NewJob
 
 NAME = "crash"
 WORKERS = ("w1", "w2")
-COLUMNS = ("status", "owner", "attempt", "lease_left_s", "heartbeat_age_s", "results")
-UNITS = {"lease_left_s": "s", "heartbeat_age_s": "s"}
+EVENTS = "crash-events"
+# crash_rows column -> (metric, unit)
+COLUMNS = {
+    "status": ("status", ""),
+    "owner": ("owner", ""),
+    "attempt": ("attempt_count", ""),
+    "lease_left_s": ("lease left", "s"),
+    "heartbeat_age_s": ("heartbeat age", "s"),
+    "results": ("result rows", ""),
+}
 
 
 @dataclass(frozen=True)
@@ -79,9 +87,9 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         say(f"  {step}")
         for r in current:
             say("    " + ", ".join(f"{c}={r[c]}" for c in ("id", *COLUMNS)))
-            for c in COLUMNS:
+            for c, (metric, unit) in COLUMNS.items():
                 value = r[c]
-                out.append(Measurement(NAME, step, str(r["id"]), c, "" if value is None else value, UNITS.get(c, "")))
+                out.append(Measurement(NAME, step, str(r["id"]), metric, "" if value is None else value, unit))
         return current
 
     logs = Path(tempfile.mkdtemp(prefix="pgwork-lab-crash-"))
@@ -106,10 +114,10 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         snapshot(f"3 lease overdue (t={time.monotonic() - held_at:.0f}s)")
         out.append(
             Measurement(
-                NAME,
+                EVENTS,
+                "3 lease overdue",
                 "orphan predicate",
-                "-",
-                "rows",
+                "returned",
                 "; ".join(f"{o['id']}, {o['owner']}, {o['overdue_s']}s overdue" for o in orphans),
             )
         )
@@ -117,9 +125,9 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         snapshot(f"4 reaped (t={time.monotonic() - held_at:.0f}s)")
         out.append(
             Measurement(
-                NAME,
+                EVENTS,
+                "4 reaped",
                 "reaper",
-                "-",
                 "reclaimed",
                 "; ".join(
                     f"{r.id} from {r.previous_owner}, attempt {r.attempt_count} -> {r.status}" for r in reclaimed

@@ -138,7 +138,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         if stage in p.explain_at:
             e = _explain(lab)
             for metric, value, unit in (
-                ("history rows", rows, ""),
+                ("finished rows", rows, ""),
                 ("table size", sizes.get("jobs", 0) / 1024, "kB"),
                 ("claim scan", e["scan"], ""),
                 ("shared hit", e["hit"], "buffers"),
@@ -169,7 +169,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     rows = int(lab.one("history_rows")["rows"])
     sizes = _sizes(lab)
     for metric, value, unit in (
-        ("history rows", rows, ""),
+        ("finished rows", rows, ""),
         ("table size", sizes.get("jobs", 0) / 1024, "kB"),
         ("claim scan", e["scan"], ""),
         ("shared hit", e["hit"], "buffers"),

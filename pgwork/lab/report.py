@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pgwork.lab import reference
 from pgwork.lab.results import Row
 
-EXPERIMENTS = ("machine", "claims", "held", "history", "history-sizes", "history-latency", "crash", "drain")
-
 
 def select(rows: Sequence[Row], experiment: str) -> list[Row]:
     """The rows of the newest full run of an experiment, else of its newest quick run."""
@@ -257,7 +255,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts += ["## 3. History under the backlog", "", _run_note(history), ""]
     if history:
         t = pivot(history)
-        parts += [render_pivot(t, "claim index", "history rows", skip=("plan",)), "", "Plans:", "", "```"]
+        parts += [render_pivot(t, "claim index", "stage (rows inserted)", skip=("plan",)), "", "Plans:", "", "```"]
         parts += [f"{s} @ {x}: {t.cells.get((s, x, 'plan'), '')}" for s, x in t.keys]
         parts += ["```", ""]
     sizes = select(rows, "history-sizes")
@@ -280,7 +278,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     latency = select(rows, "history-latency")
     if latency:
         parts += ["Claim latency (single client, `Queue.claim`, committed):", ""]
-        parts += [render_pivot(pivot(latency), "", "history rows", x_first=True), ""]
+        parts += [render_pivot(pivot(latency), "statement", "history rows", x_first=True), ""]
     parts += [_quote(reference.HISTORY), ""]
     parts += [f"![{p}]({p})" for p in plots if "history" in p]
     parts.append("")
@@ -289,6 +287,9 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts += ["## 4. Crash timeline", "", _run_note(crash), ""]
     if crash:
         parts += [render_pivot(pivot(crash), "step", "job"), ""]
+        for r in select(rows, "crash-events"):
+            parts.append(f"- {r.series}: the {r.x} {r.metric} `{r.value}`")
+        parts.append("")
     parts += [_quote(reference.CRASH), ""]
 
     drain = select(rows, "drain")
