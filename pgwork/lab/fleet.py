@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import queue as queue_mod
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,8 +45,12 @@ class WorkerSpec:
     deadline_seconds: float
     batch: int = 1
     finish: str = "each"
+    # Job lengths drawn uniformly from job_seconds * (1 +- jitter): workers stop waking in step.
+    jitter: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.jitter < 1:
+            raise ValueError(f"jitter must be within [0, 1), got {self.jitter}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
         if self.finish not in FINISHES:
@@ -92,7 +97,8 @@ def _claimed(report: WorkerReport, ids: list[int], t0: float) -> list[int]:
     return ids
 
 
-def _work(seconds: float) -> None:
+def _work(spec: WorkerSpec, rng: random.Random) -> None:
+    seconds = spec.job_seconds * (1 + rng.uniform(-spec.jitter, spec.jitter)) if spec.jitter else spec.job_seconds
     if seconds > 0:
         time.sleep(seconds)
 
@@ -109,6 +115,7 @@ def _ids(rows: Sequence[dict[str, Any]]) -> list[int]:
 def _run_skiplocked(spec: WorkerSpec, ready: Start, report: WorkerReport) -> None:
     with Queue(spec.dsn, pool_size=1, application_name=f"{APP_PREFIX}-{spec.name}", check=False) as q:
         ready.wait()
+        rng = random.Random(spec.name)
         deadline = time.monotonic() + spec.deadline_seconds
         while time.monotonic() < deadline:
             t0 = time.perf_counter()
@@ -119,7 +126,7 @@ def _run_skiplocked(spec: WorkerSpec, ready: Start, report: WorkerReport) -> Non
                     return
                 continue
             for job in jobs:
-                _work(spec.job_seconds)
+                _work(spec, rng)
                 report.executed.append(job.id)
             t0 = time.perf_counter()
             if spec.finish == "many":
@@ -159,6 +166,7 @@ def _run_autocommit(spec: WorkerSpec, ready: Start, report: WorkerReport) -> Non
     conn = connect(spec.dsn, application_name=f"{APP_PREFIX}-{spec.name}")
     try:
         ready.wait()
+        rng = random.Random(spec.name)
         deadline = time.monotonic() + spec.deadline_seconds
         while time.monotonic() < deadline:
             t0 = time.perf_counter()
@@ -172,7 +180,7 @@ def _run_autocommit(spec: WorkerSpec, ready: Start, report: WorkerReport) -> Non
                 if _pending(conn) == 0:
                     return
                 continue
-            _work(spec.job_seconds)
+            _work(spec, rng)
             report.executed.append(ids[0])
             t0 = time.perf_counter()
             conn.execute(query("complete"), {"owner": spec.name, "id": ids[0]})
@@ -189,6 +197,7 @@ def _run_held(spec: WorkerSpec, ready: Start, report: WorkerReport) -> None:
     owner = {"owner": spec.name}
     try:
         ready.wait()
+        rng = random.Random(spec.name)
         deadline = time.monotonic() + spec.deadline_seconds
         while time.monotonic() < deadline:
             finish_started = 0.0
@@ -196,7 +205,7 @@ def _run_held(spec: WorkerSpec, ready: Start, report: WorkerReport) -> None:
                 t0 = time.perf_counter()
                 ids = _claimed(report, _ids(conn.execute(query("held_claim"), owner).fetchall()), t0)
                 if ids:
-                    _work(spec.job_seconds)
+                    _work(spec, rng)
                     report.executed.append(ids[0])
                     finish_started = time.perf_counter()
                     conn.execute(query("complete"), {**owner, "id": ids[0]})
