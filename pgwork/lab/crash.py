@@ -9,6 +9,7 @@ and one result per job.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,7 +141,12 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
             "all three jobs to succeed",
         )
         final = snapshot(f"5 finished (t={time.monotonic() - held_at:.0f}s)")
-        say(f"  kill to finish: {time.monotonic() - killed_at:.0f}s; worker logs in {logs}")
+        say(f"  kill to finish: {time.monotonic() - killed_at:.0f}s")
+    except Exception:
+        say(f"  crash timeline failed; worker logs kept in {logs}")
+        raise
+    else:
+        shutil.rmtree(logs, ignore_errors=True)
     finally:
         for proc in procs.values():
             if proc.poll() is None:

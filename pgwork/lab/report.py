@@ -226,7 +226,13 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "naive = SELECT then UPDATE at Read Committed; blocking = one UPDATE with `FOR UPDATE`; "
         "skiplocked = pgwork's `Queue.claim`; held = the SKIP LOCKED claim inside one transaction kept "
         "open across the work; advisory = `pg_try_advisory_lock` on a candidate, re-checked by the UPDATE. "
-        "The 1-worker points run fewer jobs (a rate needs no more), as listed in the jobs column.",
+        "The 1-worker points run fewer jobs (a rate needs no more), as listed in the jobs column. "
+        "`skiplocked, jobs +-50%` is pgwork's claim again with job lengths spread evenly over 100-300 ms: with "
+        "fixed 200 ms jobs every worker wakes in the same millisecond and its claim queues behind the others' "
+        "completions and claims on two cores; the spread shows how much of the claim latency that is.",
+        "",
+        "Claim latency is timed in the worker around the claim call (for pgwork: `Queue.claim`, which "
+        "commits). The held design's claim is not committed on its own, so it leaves out a commit.",
         "",
     ]
     if claims:
