@@ -42,7 +42,7 @@ def plan(quick: bool) -> Plan:
         sizes = {1: 1000, 10: 2000}
     else:
         counts = (1, 2, 4, 8, 16)
-        sizes = {1: 5_000, 10: 20_000, 100: 50_000}
+        sizes = {1: 5_000, 10: 20_000, 100: 30_000}
     cases = []
     for batch, jobs in sizes.items():
         for finish in ("each", "many") if batch > 1 else ("each",):

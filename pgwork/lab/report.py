@@ -144,7 +144,7 @@ def targets(rows: Sequence[Row]) -> list[Verdict]:
             v = c.value("skiplocked", "16", "% of linear")
             fig, met = judge(claims, None if math.isnan(v) else v >= 98.0, f"{fmt(str(v), '%')}% of linear")
         elif key == "history_flat":
-            with_index = [(s, x) for s, x in h.keys if s == "partial index"]
+            with_index = [(s, x) for s, x in h.keys if s.startswith("partial index")]
             buffers = [h.value(s, x, "shared hit") + _or_zero(h.value(s, x, "shared read")) for s, x in with_index]
             xs = sorted(int(x) for _, x in lat.keys)
             ok: bool | None = None
@@ -153,7 +153,8 @@ def targets(rows: Sequence[Row]) -> list[Verdict]:
                 first = lat.value("claim", str(xs[0]), "claim p50")
                 last = lat.value("claim", str(xs[-1]), "claim p50")
                 change = 100 * (last - first) / first if first > 0 else math.nan
-                ok = (max(buffers) <= 10 and abs(change) <= 10) if xs[-1] >= 1_000_000 else None
+                # "Within 10%" of the empty-table figure: a claim that got faster is within it.
+                ok = (max(buffers) <= 10 and change <= 10) if xs[-1] >= 1_000_000 else None
                 finding = max(_or_zero(h.value(s, x, "finding the row")) for s, x in with_index)
                 figure = (
                     f"max {max(buffers):.0f} buffers (the whole UPDATE; {finding:.0f} to find and lock the row); "
@@ -264,6 +265,15 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         parts += [render_pivot(t, "claim index", "stage (rows inserted)", skip=("plan",)), "", "Plans:", "", "```"]
         parts += [f"{s} @ {x}: {t.cells.get((s, x, 'plan'), '')}" for s, x in t.keys]
         parts += ["```", ""]
+        parts += [
+            "`shared hit` counts the whole UPDATE: finding and locking the row, then writing the new row "
+            "version and its entries in `jobs_pkey` and `jobs_lease_idx` (a status change is never a HOT "
+            "update: status is in the partial indexes' predicates). `finding the row` is the LockRows "
+            "subtree alone. `partial index, rebuilt` is the same claim index after `REINDEX` at the end: "
+            "what it gives back is what the stages' claims cost by emptying the head of a FIFO index, "
+            "which history does not touch.",
+            "",
+        ]
     sizes = select(rows, "history-sizes")
     if sizes:
         t = pivot(sizes)

@@ -162,6 +162,7 @@ def _history(buffers: str, p50_last: str, last: str = "1000000") -> list[Row]:
 @pytest.mark.parametrize(
     ("buffers", "p50_last", "last", "verdict"),
     [("8", "1.05", "1000000", "met"), ("11", "1.0", "1000000", "not met"), ("8", "1.2", "1000000", "not met"),
+     ("8", "0.7", "1000000", "met"),
      ("8", "1.0", "500000", "not judged (point missing)")],
 )  # fmt: skip
 def test_history_target(buffers: str, p50_last: str, last: str, verdict: str) -> None:

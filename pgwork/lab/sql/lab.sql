@@ -99,3 +99,8 @@ SELECT current_setting('server_version') AS version,
        current_setting('synchronous_commit') AS synchronous_commit,
        current_setting('shared_buffers') AS shared_buffers,
        current_setting('fsync') AS fsync;
+
+-- name: reindex_claim_index
+-- The claim index is the backlog only, so rebuilding it is cheap; it shows what the churn at
+-- the head of a FIFO index (sparse leaf pages the scan must step over) costs the claim.
+REINDEX INDEX pgwork.jobs_claim_idx;
