@@ -69,6 +69,7 @@ class WorkerReport:
     empty_claims: int = 0
     lost_races: int = 0  # advisory: locked a candidate someone had already finished
     not_created: int = 0  # pgwork completions that did not write the result (must stay 0)
+    unanswered_seconds: float = 0.0  # empty claim calls since the last claim that got a job
     error: str | None = None
 
 
@@ -87,13 +88,20 @@ class Start:
 
 
 def _claimed(report: WorkerReport, ids: list[int], t0: float) -> list[int]:
-    """Book a claim call that started at t0."""
+    """Book a claim call that started at t0.
+
+    Claim latency is the time to get a job: calls that came back empty while jobs were still
+    pending (a blocking claimer that waited on a lock and lost) count toward the next claim
+    that gets one. Empty calls at the end, when the queue is drained, count toward none.
+    """
     elapsed = time.perf_counter() - t0
     report.claim_seconds += elapsed
     if ids:
-        report.claim_ms.append(elapsed * 1000)
+        report.claim_ms.append((report.unanswered_seconds + elapsed) * 1000)
+        report.unanswered_seconds = 0.0
     else:
         report.empty_claims += 1
+        report.unanswered_seconds += elapsed
     return ids
 
 

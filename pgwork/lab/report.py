@@ -232,8 +232,10 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "fixed 200 ms jobs every worker wakes in the same millisecond and its claim queues behind the others' "
         "completions and claims on two cores; the spread shows how much of the claim latency that is.",
         "",
-        "Claim latency is timed in the worker around the claim call (for pgwork: `Queue.claim`, which "
-        "commits). The held design's claim is not committed on its own, so it leaves out a commit.",
+        "Claim latency is the time to get a job, timed in the worker around the claim calls (for pgwork: "
+        "`Queue.claim`, which commits); calls that came back empty while jobs were pending (a blocked "
+        "claimer that lost the row) count toward the next call that got one. The held design's claim is "
+        "not committed on its own, so it leaves out a commit.",
         "",
     ]
     if claims:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import pytest
 
 from pgwork.lab import claims, drain, report, results
-from pgwork.lab.fleet import WorkerSpec
+from pgwork.lab.fleet import WorkerReport, WorkerSpec, _claimed
 from pgwork.lab.history import claim_scan, describe_plan, find_buffers
 from pgwork.lab.results import Measurement, Row
 from pgwork.lab.stats import duplicates, pct_of_linear, percentile
@@ -224,3 +225,22 @@ def test_plan_outline_and_the_claims_scan() -> None:
     )
     assert claim_scan(PLAN) == "Sort (Seq Scan on jobs)"
     assert claim_scan({"Node Type": "Result"}) == ""
+
+
+def test_empty_claims_while_jobs_wait_count_toward_the_next_claim() -> None:
+    report = WorkerReport("w")
+    t = time.perf_counter()
+    assert _claimed(report, [], t - 0.002) == []
+    assert _claimed(report, [7], t - 0.001) == [7]
+    assert _claimed(report, [], t - 0.004) == []  # the queue is drained: counts toward nothing
+    assert len(report.claim_ms) == 1 and 2.9 < report.claim_ms[0] < 4.0
+    assert report.empty_claims == 2 and report.claim_seconds > 0.006
+
+
+def test_every_planned_run_is_listed_once_with_the_jittered_extras_last() -> None:
+    p = claims.plan(False)
+    runs = claims.runs(p)
+    assert len(runs) == len(p.strategies) * len(p.workers) + len(p.jittered_at)
+    assert runs[-2:] == [(claims.JITTERED, "skiplocked", 8, 0.5), (claims.JITTERED, "skiplocked", 16, 0.5)]
+    with pytest.raises(ValueError, match="jitter"):
+        WorkerSpec("", "w", "skiplocked", 0.2, 1.0, jitter=1.0)
