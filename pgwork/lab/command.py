@@ -49,10 +49,15 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--dsn",
         dest="bench_dsn",
+        metavar="DSN",
         help="a PostgreSQL server to run on (the lab creates and drops its own database there); "
         "default: an embedded PostgreSQL in a temporary directory",
     )
-    p.add_argument("--database", default="pgwork_lab", help="name of the lab's database (default pgwork_lab)")
+    p.add_argument(
+        "--database",
+        default="pgwork_lab",
+        help="the lab's database, dropped and recreated: must start with pgwork_lab (default pgwork_lab)",
+    )
     p.add_argument("--out", type=Path, default=Path(), help="write results/ and docs/ under this folder (default .)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--report-only", action="store_true", help="only regenerate the markdown and plots from the CSV")

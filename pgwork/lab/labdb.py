@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from psycopg import sql
 
 from pgwork import embedded
 from pgwork.dsn import with_dbname
+from pgwork.errors import InvalidArgument
 from pgwork.lab.sqlfiles import query
 from pgwork.models import NewJob
 from pgwork.queue import AnyConnection, Queue, connect, migrate
 
 JOB_TYPE = "lab"
+LAB_PREFIX = "pgwork_lab"
 ENQUEUE_CHUNK = 20_000
 
 
@@ -40,8 +41,11 @@ class RunSummary:
 
 class LabDatabase:
     def __init__(self, server_dsn: str | None, name: str = "pgwork_lab", *, keep: bool = False) -> None:
-        if not name.replace("_", "").isalnum():
-            raise ValueError(f"--database: {name!r} must be letters, digits and underscores")
+        if not name.replace("_", "").isalnum() or not name.isascii() or len(name) > 63:
+            raise InvalidArgument("--database", f"{name!r} is not a plain name", "use up to 63 letters, digits, _")
+        # The lab drops and recreates this database: never let it name one that holds real data.
+        if not name.startswith(LAB_PREFIX):
+            raise InvalidArgument("--database", f"{name!r} does not start with {LAB_PREFIX!r}", "e.g. pgwork_lab_2")
         self.name = name
         self.keep = keep
         self._server: Any = None
@@ -52,6 +56,14 @@ class LabDatabase:
             self._tmp = Path(tempfile.mkdtemp(prefix="pgwork-lab-pg-"))
             self._server = embedded.start(self._tmp / "data", delete_on_exit=True)
             self.admin_dsn = embedded.admin_dsn(self._server)
+        try:
+            self._create()
+        except BaseException:
+            self._stop_server()
+            raise
+
+    def _create(self) -> None:
+        name = self.name
         self._admin(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)),
             sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'").format(
@@ -65,7 +77,7 @@ class LabDatabase:
         self.queue = Queue(self.dsn, pool_size=2, application_name="pgwork-lab")
 
     def _admin(self, *statements: sql.Composed) -> None:
-        with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+        with connect(self.admin_dsn, application_name="pgwork-lab-admin") as conn:
             for statement in statements:
                 conn.execute(statement)
 
@@ -74,10 +86,15 @@ class LabDatabase:
         self.conn.close()
         if not self.keep:
             self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self.name)))
+        self._stop_server()
+
+    def _stop_server(self) -> None:
         if self._server is not None:
             self._server.cleanup()
+            self._server = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     def __enter__(self) -> LabDatabase:
         return self

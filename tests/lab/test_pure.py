@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from pgwork.errors import InvalidArgument
 from pgwork.lab import claims, drain, report, results
 from pgwork.lab.fleet import WorkerReport, WorkerSpec, _claimed
 from pgwork.lab.history import claim_scan, describe_plan, find_buffers
+from pgwork.lab.labdb import LabDatabase
 from pgwork.lab.results import Measurement, Row
 from pgwork.lab.stats import duplicates, pct_of_linear, percentile
 
@@ -244,3 +246,9 @@ def test_every_planned_run_is_listed_once_with_the_jittered_extras_last() -> Non
     assert runs[-2:] == [(claims.JITTERED, "skiplocked", 8, 0.5), (claims.JITTERED, "skiplocked", 16, 0.5)]
     with pytest.raises(ValueError, match="jitter"):
         WorkerSpec("", "w", "skiplocked", 0.2, 1.0, jitter=1.0)
+
+
+@pytest.mark.parametrize("name", ["test", "postgres", "bad-name", "pgwork_lab;drop", "pgwork_lab_" + "x" * 60])
+def test_the_lab_refuses_a_database_it_must_not_drop(name: str) -> None:
+    with pytest.raises(InvalidArgument, match="--database"):
+        LabDatabase("postgresql://nobody@127.0.0.1:1/none", name)
