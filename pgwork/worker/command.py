@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from types import FrameType
@@ -52,11 +53,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def options_from_args(args: argparse.Namespace) -> WorkerOptions:
+    environ = dict(os.environ)
+    # Kubernetes sets HOSTNAME to the pod name; a login shell often does not export it.
+    if not environ.get("HOSTNAME"):
+        environ["HOSTNAME"] = socket.gethostname()
     try:
         return parse_options(
             app=args.app,
             worker_id=args.worker_id,
-            environ=os.environ,
+            environ=environ,
             job_types=args.job_types,
             concurrency=args.concurrency,
             batch=args.batch,

@@ -82,7 +82,7 @@ def parse_options(
         raise OptionError("--app", f"{app!r} is not an importable module name", "e.g. --app myproject.jobs")
     owner = worker_id if worker_id else environ.get("HOSTNAME", "")
     if not owner:
-        raise OptionError("--id", "is empty and HOSTNAME is not set", "pass --id NAME (in Kubernetes the pod name)")
+        raise OptionError("--id", "is empty and HOSTNAME is not set", "pass --id NAME; in Kubernetes, the pod name")
     if len(owner) > 200:
         raise OptionError("--id", f"is {len(owner)} characters long", "use at most 200 characters")
     types: tuple[str, ...] | None = None

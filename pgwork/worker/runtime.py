@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import psycopg
 from opentelemetry import trace
 
 from pgwork import tracing
@@ -63,6 +64,10 @@ def check_result(value: Any) -> str | None:
         return f"handler returned a result that is not JSON ({type(value).__name__}: {exc}); return JSON types only"
     if "\\u0000" in text:
         return "handler returned a result containing a NUL character, which PostgreSQL jsonb cannot hold"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"handler returned a result that is not valid Unicode ({exc.reason} at {exc.start}); fix the string"
     return None
 
 
@@ -316,7 +321,15 @@ class Worker:
                 return self._lost(held, span)
             log.warning("job %s (%s): %s -> dead", job.id, job.job_type, problem)
             return "dead"
-        completion = self._finish(held, "record the success", lambda: self.queue.succeed(lease, value))
+        try:
+            completion = self._finish(held, "record the success", lambda: self.queue.succeed(lease, value))
+        except (psycopg.DataError, InvalidArgument) as exc:
+            # The database refused this result (check_result missed a case): a permanent failure,
+            # not a runner crash that would leave the job to the reaper.
+            refusal = f"the result could not be stored: {_first_line(exc)}"
+            tracing.mark_error(span, "invalid_result", refusal)
+            failed = self._finish(held, "record the failure", lambda: self.queue.fail(lease, refusal, retryable=False))
+            return "dead" if failed is not None and failed.outcome is FailOutcome.DEAD else self._lost(held, span)
         if completion is None or completion is Completion.LEASE_LOST:
             return self._lost(held, span)
         return "succeeded" if completion is Completion.CREATED else "duplicate"

@@ -130,6 +130,7 @@ def test_unknown_job_type_option_is_refused(queue: Queue) -> None:
         ({1, 2}, False),
         ({"a": b"bytes"}, False),
         ("nul\x00", False),
+        ("lone \ud800 surrogate", False),
     ],
 )
 def test_check_result(value: Any, ok: bool) -> None:
