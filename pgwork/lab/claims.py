@@ -90,6 +90,9 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         m("% of linear", pct_of_linear(rate, workers, p.job_seconds) if s.seconds > 0 else float("nan"), "%")
         m("claim p50", percentile(claim_ms, 50), "ms")
         m("claim p95", percentile(claim_ms, 95), "ms")
+        # Where the gap to linear goes: time each job spent being claimed and finished.
+        coordination = sum(r.claim_seconds + r.finish_seconds for r in reports)
+        m("claim+finish per job", 1000 * coordination / max(1, len(executed)), "ms")
         m("empty claims", sum(r.empty_claims for r in reports))
         if strategy == "advisory":
             m("lost races", sum(r.lost_races for r in reports))
