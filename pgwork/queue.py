@@ -308,7 +308,7 @@ class Queue:
             "now": now,
         }
         claimed = []
-        for r in self._all("claim", params):
+        for r in self._all("claim_one" if limit == 1 else "claim", params):
             attempt = int(r["attempt_count"])
             claimed.append(
                 ClaimedJob(

@@ -75,8 +75,8 @@ def find_buffers(node: dict[str, Any]) -> int:
 def _explain(lab: LabDatabase) -> dict[str, Any]:
     """EXPLAIN ANALYZE the claim EXPLAIN_RUNS times, each rolled back; median time, last buffers."""
     params = {"owner": "lab-explain", "job_types": [JOB_TYPE], "limit": 1, "lease": 30.0, "now": None}
-    # pgwork's claim exactly as shipped, prefixed with EXPLAIN.
-    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql_files.query("claim")
+    # pgwork's one-job claim exactly as Queue.claim sends it, prefixed with EXPLAIN.
+    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql_files.query("claim_one")
     times = []
     plan: dict[str, Any] = {}
     for _ in range(EXPLAIN_RUNS):
