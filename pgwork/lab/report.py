@@ -185,6 +185,91 @@ def _or_zero(v: float) -> float:
     return 0.0 if math.isnan(v) else v
 
 
+def side_by_side(rows: Sequence[Row]) -> list[tuple[str, str, str]]:
+    """(figure, the reference's, ours) for the write-up's headline figures, ours from the rows."""
+    c = pivot(select(rows, "claims"))
+    held = pivot(select(rows, "held"))
+    h = pivot(select(rows, "history"))
+    sizes = pivot(select(rows, "history-sizes"))
+
+    def val(t: Table, series: str, x: str, metric: str, unit: str = "") -> str:
+        v = t.value(series, x, metric)
+        return "" if math.isnan(v) else fmt(str(v), unit) + (f" {unit}" if unit else "")
+
+    def top_x(t: Table, series: str) -> str:
+        xs = [x for s, x in t.keys if s == series]
+        return max(xs, key=lambda x: float(x) if x.replace(".", "").isdigit() else 0.0, default="")
+
+    w = top_x(c, "skiplocked")
+    out = [
+        (
+            f"naive, {w or 16} workers: executions for the jobs",
+            "1,286 for 400",
+            f"{val(c, 'naive', w, 'executions')} for {val(c, 'naive', w, 'jobs')}" if w else "",
+        ),
+        (
+            f"naive, {w or 16} workers: inflated attempt_counts",
+            "seen at 3 and 4",
+            f"{val(c, 'naive', w, 'inflated attempt_counts')} jobs, max {val(c, 'naive', w, 'max attempt_count')}"
+            if w
+            else "",
+        ),
+        (
+            "skiplocked: duplicate executions, all worker counts",
+            "0",
+            fmt(str(sum(c.value(s, x, "duplicate executions") for s, x in c.keys if s == "skiplocked")))
+            if any(s == "skiplocked" for s, _ in c.keys)
+            else "",
+        ),
+        (f"skiplocked, {w or 16} workers: % of linear", "within 2%", val(c, "skiplocked", w, "% of linear", "%")),
+        (f"skiplocked, {w or 16} workers: claim p50", "1.68 ms", val(c, "skiplocked", w, "claim p50", "ms")),
+        (
+            f"held vs skiplocked, {w or 16} workers: jobs/s",
+            "held ~4% faster",
+            f"{val(c, 'held', w, 'jobs/s')} vs {val(c, 'skiplocked', w, 'jobs/s')}" if w else "",
+        ),
+        (
+            "claim p50 at 1 worker: held vs skiplocked",
+            "0.86 ms vs 1.32 ms",
+            f"{val(c, 'held', '1', 'claim p50', 'ms')} vs {val(c, 'skiplocked', '1', 'claim p50', 'ms')}",
+        ),
+    ]
+    for length, ref in (("0.2", "0.2 s"), ("3", "2.52 s")):
+        out.append(
+            (
+                f"held, {length} s jobs: longest open transaction",
+                ref,
+                val(held, "held", length, "longest open transaction", "s"),
+            )
+        )
+    for label, x, series, ref in (
+        ("claim with 500 pending, no history", "0", "partial index", "7 hits, 0.032 ms"),
+        ("claim under 500,000 finished rows", "500000", "partial index", "4 hits, 0.021 ms"),
+    ):
+        here = ""
+        if (series, x) in h.keys:
+            here = f"{val(h, series, x, 'shared hit')} hits ({val(h, series, x, 'finding the row')} to find the row), "
+            here += val(h, series, x, "execution", "ms")
+        out.append((label, ref, here))
+    no_index = [x for s, x in h.keys if s == "no claim index"]
+    here = ""
+    if no_index:
+        x = no_index[0]
+        hits = h.value("no claim index", x, "shared hit") + _or_zero(h.value("no claim index", x, "shared read"))
+        here = f"{h.cells.get(('no claim index', x, 'claim scan'), '')}, {fmt(str(hits))} buffers, "
+        here += val(h, "no claim index", x, "execution", "ms") + f" (at {int(x):,} rows)"
+    out.append(("claim with the partial index dropped", "seq scan + sort, 10,216 hits, 27.648 ms", here))
+    xs = sorted({x for _, x in sizes.keys}, key=int)
+    ratio = ""
+    if xs:
+        full = sizes.value("jobs_claim_full_idx (control, not shipped)", xs[-1], "bytes")
+        part = sizes.value("jobs_claim_idx", xs[-1], "bytes")
+        if not math.isnan(full) and part > 0:
+            ratio = f"{full / part:.0f}x (at {int(xs[-1]):,} rows)"
+    out.append(("full index / partial claim index", "~475x (at 500,000 rows)", ratio))
+    return [(f, r, here if here.replace("vs", "").replace("for", "").strip() else "not run") for f, r, here in out]
+
+
 def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     """The whole of docs/benchmarks.md. `plots` are image paths relative to docs/."""
     parts = [
@@ -219,6 +304,8 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
             [[v.text, v.reference, v.figure, v.met] for v in targets(rows)],
         )
     )
+    parts += ["", "## Side by side", ""]
+    parts.append(markdown_table(["figure", "reference", "pgwork here"], [list(r) for r in side_by_side(rows)]))
     parts.append("")
 
     claims = select(rows, "claims")

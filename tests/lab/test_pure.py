@@ -252,3 +252,20 @@ def test_every_planned_run_is_listed_once_with_the_jittered_extras_last() -> Non
 def test_the_lab_refuses_a_database_it_must_not_drop(name: str) -> None:
     with pytest.raises(InvalidArgument, match="--database"):
         LabDatabase("postgresql://nobody@127.0.0.1:1/none", name)
+
+
+def test_side_by_side_quotes_the_reference_and_reads_ours_from_rows() -> None:
+    rows = [
+        _row("9", "full", "claims", "naive", "16", "executions", "1300"),
+        _row("9", "full", "claims", "naive", "16", "jobs", "400"),
+        _row("9", "full", "claims", "skiplocked", "16", "claim p50", "0.91", "ms"),
+        _row("9", "full", "history-sizes", "jobs_claim_idx", "1000000", "bytes", "81920", "B"),
+        _row(
+            "9", "full", "history-sizes", "jobs_claim_full_idx (control, not shipped)", "1000000", "bytes", "40960000"
+        ),
+    ]
+    table = {figure: (ref, here) for figure, ref, here in report.side_by_side(rows)}
+    assert table["naive, 16 workers: executions for the jobs"] == ("1,286 for 400", "1,300 for 400")
+    assert table["skiplocked, 16 workers: claim p50"] == ("1.68 ms", "0.910 ms")
+    assert table["full index / partial claim index"] == ("~475x (at 500,000 rows)", "500x (at 1,000,000 rows)")
+    assert table["held, 3 s jobs: longest open transaction"] == ("2.52 s", "not run")
