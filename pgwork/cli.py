@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.util
 import json
 import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -246,8 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="only these statuses (repeatable; default all three)",
     )
 
+    own = Path(__file__).resolve().parent
     for module_name in EXTENSIONS:
         try:
+            # Only this package's own extensions: another pgwork installed alongside (an editable
+            # install of another checkout) must not fill in one this checkout lacks.
+            spec = importlib.util.find_spec(module_name)
+            if spec is None or spec.origin is None or not Path(spec.origin).resolve().is_relative_to(own):
+                continue
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             # Only the extension itself or an optional dependency may be missing.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import select
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -252,9 +253,9 @@ class Queue:
             },
             open=False,
             name=f"{application_name}-pool",
-            # No per-checkout health check: it would double the round trips of every claim. A
-            # connection broken by a server restart fails one call, is discarded when returned,
-            # and the caller (the worker) retries with backoff.
+            # A broken connection is replaced, not handed out; the check costs a round trip only
+            # when the server has already spoken on the idle socket (FATAL or EOF).
+            check=check_idle_connection,
         )
         self._pool.open(wait=True, timeout=30)
 
@@ -360,7 +361,7 @@ class Queue:
             "now": now,
         }
         claimed = []
-        for r in self._all("claim", params):
+        for r in self._all("claim_one" if limit == 1 else "claim", params):
             attempt = int(r["attempt_count"])
             claimed.append(
                 ClaimedJob(
@@ -428,14 +429,8 @@ class Queue:
 
         With `conn` the caller can write its own business rows in the same transaction.
         """
-        try:
-            # Serialise here, so a bad result fails before any statement is sent.
-            text = json.dumps(result, allow_nan=False, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument("result", f"is not JSON-serialisable ({exc})", "return JSON types only") from None
-        if "\\u0000" in text:
-            raise InvalidArgument("result", "contains a NUL character", "PostgreSQL jsonb cannot hold \\u0000")
-        result_json = Jsonb(text, dumps=_identity)
+        # Serialise here, so a bad result fails before any statement is sent.
+        result_json = Jsonb(_result_json(result), dumps=_identity)
         row = self._one(
             "succeed",
             {"id": lease.job_id, "token": lease.token, "owner": lease.owner, "result": result_json, "now": now},
@@ -445,6 +440,42 @@ class Queue:
         if not row["fenced"]:
             return Completion.LEASE_LOST
         return Completion.CREATED if row["inserted"] else Completion.ALREADY_EXISTED
+
+    def succeed_many(
+        self,
+        completions: Sequence[tuple[Lease, Any]],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+    ) -> dict[int, Completion]:
+        """`succeed` for many jobs in one statement (one commit): each is fenced by its own token
+        and writes its result once per idempotency key, exactly as `succeed` would one by one."""
+        if not completions:
+            return {}
+        ids = [lease.job_id for lease, _ in completions]
+        if len(set(ids)) != len(ids):
+            raise InvalidArgument("completions", "names a job more than once", "pass each lease once")
+        results = [Jsonb(_result_json(result), dumps=_identity) for _, result in completions]
+        rows = self._all(
+            "succeed_many",
+            {
+                "ids": ids,
+                "tokens": [lease.token for lease, _ in completions],
+                "owners": [lease.owner for lease, _ in completions],
+                "results": results,
+                "now": now,
+            },
+            conn,
+        )
+        held = {int(r["id"]): bool(r["inserted"]) for r in rows}
+        return {
+            job_id: Completion.LEASE_LOST
+            if job_id not in held
+            else Completion.CREATED
+            if held[job_id]
+            else Completion.ALREADY_EXISTED
+            for job_id in ids
+        }
 
     def fail(
         self,
@@ -617,6 +648,32 @@ class Listener:
     @property
     def closed(self) -> bool:
         return bool(self._conn.closed)
+
+
+def check_idle_connection(conn: AnyConnection) -> None:
+    """The pool's check before handing out a connection, without a round trip when it can.
+
+    An idle pool connection (no LISTEN, no query in flight) has nothing to read unless the
+    server spoke first: a terminated backend's FATAL message, a shutdown, a pooler closing it.
+    So a silent socket is trusted and only a readable one pays for a round-trip check; under
+    load the round trip was half the cost of a claim (see docs/benchmarks.md).
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        ConnectionPool.check_connection(conn)
+
+
+def _result_json(result: Any) -> str:
+    """A handler's result as JSON text, or InvalidArgument naming `result`."""
+    try:
+        text = json.dumps(result, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument("result", f"is not JSON-serialisable ({exc})", "return JSON types only") from None
+    if "\\u0000" in text:
+        raise InvalidArgument("result", "contains a NUL character", "PostgreSQL jsonb cannot hold \\u0000")
+    return text
 
 
 def _check_seconds(value: float, field: str) -> float:

@@ -1,0 +1,106 @@
+-- The lab's own bookkeeping: resetting the queue between runs, reading results back from the
+-- database, sampling pg_stat_activity, building history. Never used by pgwork itself.
+
+-- name: setup
+CREATE SCHEMA IF NOT EXISTS pgwork_lab;
+-- Stands in for the rest of the application's writes, so transaction ids keep being consumed
+-- while jobs run and a pinned xmin horizon shows up as a growing age.
+CREATE TABLE IF NOT EXISTS pgwork_lab.churn (id integer PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO pgwork_lab.churn VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+
+-- name: reset
+TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY;
+
+-- name: analyze
+ANALYZE pgwork.jobs;
+
+-- name: vacuum_analyze
+VACUUM (ANALYZE) pgwork.jobs;
+
+-- name: run_summary
+-- Read a run back from the database: timing is first claim to last completion.
+SELECT count(*) AS jobs,
+       count(*) FILTER (WHERE j.status = 'succeeded') AS succeeded,
+       coalesce(sum(j.attempt_count), 0) AS attempts,
+       count(*) FILTER (WHERE j.attempt_count > 1) AS inflated,
+       coalesce(max(j.attempt_count), 0) AS max_attempt,
+       extract(epoch FROM max(j.completed_at) - min(j.started_at))::float8 AS seconds,
+       (SELECT count(*) FROM pgwork.job_results) AS results
+  FROM pgwork.jobs AS j;
+
+-- name: churn
+UPDATE pgwork_lab.churn SET n = n + 1 WHERE id = 1;
+
+-- name: activity_sample
+-- What the workers' connections hold right now. backend_xid is set once a transaction has
+-- written; backend_xmin while it holds a snapshot. Either pins the vacuum horizon.
+SELECT count(*) FILTER (WHERE a.state = 'idle in transaction') AS idle_in_tx,
+       coalesce(max(extract(epoch FROM clock_timestamp() - a.xact_start)), 0)::float8 AS longest_tx_s,
+       coalesce(max(age(a.backend_xmin)), 0) AS xmin_age,
+       coalesce(max(age(a.backend_xid)), 0) AS xid_age,
+       count(*) AS connections
+  FROM pg_stat_activity AS a
+ WHERE a.datname = current_database() AND a.application_name LIKE 'pgwork-lab-worker%%';
+
+-- name: insert_history
+-- Finished jobs under the backlog, as months of use would leave them.
+INSERT INTO pgwork.jobs (job_type, payload, status, attempt_count, created_at, available_at,
+                         started_at, completed_at, lease_owner, idempotency_key)
+SELECT 'lab', jsonb_build_object('n', g), 'succeeded', 1, t, t, t, t + interval '1 second', 'history',
+       'hist-' || g
+  FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g,
+       LATERAL (SELECT now() - interval '30 days' + g * interval '1 millisecond' AS t) AS s;
+
+-- name: history_rows
+SELECT count(*) AS rows FROM pgwork.jobs AS j WHERE j.status = 'succeeded';
+
+-- name: pending_rows
+SELECT count(*) AS rows FROM pgwork.jobs AS j WHERE j.status = 'pending';
+
+-- name: sizes
+-- Table and index sizes on the queue table.
+SELECT c.relname AS name, CASE WHEN c.relkind = 'i' THEN 'index' ELSE 'table' END AS kind,
+       pg_relation_size(c.oid) AS bytes
+  FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'pgwork'
+   AND (c.relname = 'jobs' OR c.oid IN (SELECT i.indexrelid FROM pg_index AS i
+                                         WHERE i.indrelid = 'pgwork.jobs'::regclass))
+ ORDER BY c.relkind DESC, c.relname;
+
+-- name: create_full_index
+-- The control: the claim's columns indexed over the whole table, history included.
+CREATE INDEX jobs_claim_full_idx ON pgwork.jobs (priority, available_at, id);
+
+-- name: drop_full_index
+DROP INDEX pgwork.jobs_claim_full_idx;
+
+-- name: drop_claim_index
+DROP INDEX pgwork.jobs_claim_idx;
+
+-- name: crash_rows
+-- The lab's view of each job during the crash timeline.
+SELECT j.id, j.status::text AS status, j.lease_owner AS owner, j.attempt_count AS attempt,
+       round(extract(epoch FROM j.lease_expires_at - clock_timestamp())::numeric, 1)::float8 AS lease_left_s,
+       round(extract(epoch FROM clock_timestamp() - j.heartbeat_at)::numeric, 1)::float8 AS heartbeat_age_s,
+       (SELECT count(*) FROM pgwork.job_results AS r WHERE r.job_id = j.id) AS results
+  FROM pgwork.jobs AS j
+ ORDER BY j.id;
+
+-- name: orphans
+-- Orphan detection is a predicate: running, lease lapsed.
+SELECT j.id, j.lease_owner AS owner,
+       round(extract(epoch FROM clock_timestamp() - j.lease_expires_at)::numeric, 1)::float8 AS overdue_s
+  FROM pgwork.jobs AS j
+ WHERE j.status = 'running' AND j.lease_expires_at < clock_timestamp()
+ ORDER BY j.id;
+
+-- name: server_version
+SELECT current_setting('server_version') AS version,
+       current_setting('synchronous_commit') AS synchronous_commit,
+       current_setting('shared_buffers') AS shared_buffers,
+       current_setting('fsync') AS fsync;
+
+-- name: reindex_claim_index
+-- The claim index is the backlog only, so rebuilding it is cheap; it shows what the churn at
+-- the head of a FIFO index (sparse leaf pages the scan must step over) costs the claim.
+REINDEX INDEX pgwork.jobs_claim_idx;
