@@ -82,6 +82,38 @@ def test_sigterm_with_the_database_down_exits_within_grace(pg: private.PrivateSe
     assert counts(dsn) == (1, 0)
 
 
+@pytest.mark.slow
+def test_a_second_sigterm_with_the_database_down_cuts_the_grace_short(
+    pg: private.PrivateServer, tmp_path: Path
+) -> None:
+    dsn = pg.dsn()
+    migrate(dsn)
+    with Queue(dsn, pool_size=1) as queue:
+        job_id = queue.enqueue("sleep", {"seconds": 120})
+    started: list[WorkerProcess] = []
+    w = start_worker(dsn, tmp_path, started, "--grace", "60s", "--lease", "60s", "--heartbeat", "20s")
+    try:
+        wait_for(lambda: job_row(dsn, job_id)["status"] == "running", 30, what="the job to be claimed")
+        pg._pg_ctl("-w", "-t", "30", "-m", "immediate", "stop")
+        w.signal(signal.SIGTERM)
+        wait_for(lambda: "stop requested" in w.log(), 10, what="the first stop request to be logged")
+        assert w.alive(), "exited long before the 60 s grace although the job still runs"
+        sent = time.monotonic()
+        w.signal(signal.SIGTERM)
+        code = w.wait(60)
+        took = time.monotonic() - sent
+    finally:
+        if w.alive():
+            w.proc.kill()
+            w.proc.wait(10)
+    print(f"\nexit {code} {took:.2f}s after the second SIGTERM (grace 60s, database down)")
+    assert code == 0, w.log()
+    assert took <= MARGIN, f"took {took:.1f}s after the second signal\n{w.log()}"
+    pg.start()
+    row = job_row(dsn, job_id)
+    assert row["status"] == "running" and row["lease_owner"] == w.id and row["last_error"] is None
+
+
 def nowhere_dsn() -> str:
     """A DSN for a loopback port nothing listens on: every connection is refused at once."""
     return f"postgresql://postgres:pw@127.0.0.1:{free_port()}/postgres"
