@@ -22,7 +22,7 @@ from psycopg import Connection
 from psycopg import sql as psycopg_sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgwork import sql_files
 from pgwork.backoff import Backoff
@@ -56,6 +56,12 @@ Row = dict[str, Any]
 AnyConnection = Connection[Any]
 
 NOTIFY_CHANNEL = "pgwork_jobs"
+# How long a call waits for a pool connection (all busy, or the pool reconnecting) by default.
+POOL_TIMEOUT = 30.0
+# A wait for a pool connection rechecks the caller's deadline this often, so moving the deadline
+# up (a worker told to stop) also shortens waits already in progress.
+_WAIT_SLICE = 0.25
+_MIN_WAIT = 0.01
 # last_error is kept, not grown without bound: the newest text wins.
 MAX_ERROR_CHARS = 8000
 
@@ -229,8 +235,12 @@ class Queue:
         application_name: str = "pgwork",
         check: bool = True,
         prepare: bool = True,
+        pool_timeout: float = POOL_TIMEOUT,
     ) -> None:
         self.dsn = dsn
+        self.pool_timeout = _check_seconds(pool_timeout, "pool_timeout")
+        # Monotonic instant after which no call waits for a connection any more (see give_up_at).
+        self._give_up_at: float | None = None
         self.backoff = backoff or Backoff()
         self.max_payload_bytes = max_payload_bytes
         self.application_name = application_name
@@ -257,12 +267,40 @@ class Queue:
             # when the server has already spoken on the idle socket (FATAL or EOF).
             check=check_idle_connection,
         )
-        self._pool.open(wait=True, timeout=30)
+        try:
+            self._pool.open(wait=True, timeout=self.pool_timeout)
+        except PoolTimeout as exc:
+            # The server went away between the check above and the pool's first connections.
+            self._pool.close(timeout=0)
+            raise Unreachable(f"cannot connect to {describe(dsn)}: {_first_error_line(exc)}") from None
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def close(self) -> None:
-        self._pool.close()
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the pool, waiting at most `timeout` seconds for its background threads."""
+        self._pool.close(timeout=max(0.0, timeout))
+
+    def give_up_at(self, deadline: float | None) -> None:
+        """From now on no call waits for a pool connection past the monotonic `deadline`
+        (None: back to `pool_timeout` per call). A stopping worker sets it so that, with the
+        database down, its writes fail by its shutdown deadline instead of after pool_timeout.
+        Waits already in progress notice within a fraction of a second."""
+        self._give_up_at = deadline
+
+    def _getconn(self) -> AnyConnection:
+        started = time.monotonic()
+        limit = started + self.pool_timeout
+        while True:
+            give_up = self._give_up_at
+            end = limit if give_up is None else min(limit, give_up)
+            # Past the deadline an idle connection is still taken; only waiting is cut short.
+            wait = max(_MIN_WAIT, min(end - time.monotonic(), _WAIT_SLICE))
+            try:
+                return self._pool.getconn(timeout=wait)
+            except PoolTimeout:
+                now = time.monotonic()
+                if now >= end:
+                    raise PoolTimeout(f"couldn't get a connection after {now - started:.2f} sec") from None
 
     def __enter__(self) -> Queue:
         return self
@@ -275,8 +313,12 @@ class Queue:
         if conn is not None:
             yield conn
             return
-        with self._pool.connection() as pooled:
-            yield pooled
+        pooled = self._getconn()
+        try:
+            with pooled:  # as the pool's own connection(): commit or roll back, never close
+                yield pooled
+        finally:
+            self._pool.putconn(pooled)
 
     def _all(self, name: str, params: dict[str, Any], conn: AnyConnection | None = None) -> list[Row]:
         with self._conn(conn) as c, c.cursor(row_factory=dict_row) as cur:
@@ -545,7 +587,7 @@ class Queue:
 
     def cancel(self, ids: Sequence[int], *, now: datetime | None = None) -> CancelReport:
         wanted = sorted(set(ids))
-        with self._pool.connection() as conn, conn.transaction():
+        with self._conn() as conn, conn.transaction():
             pending = {int(r["id"]) for r in self._all("cancel_pending", {"ids": wanted, "now": now}, conn)}
             running = {int(r["id"]) for r in self._all("cancel_running", {"ids": wanted, "now": now}, conn)}
         rest = [i for i in wanted if i not in pending and i not in running]
@@ -648,6 +690,11 @@ class Listener:
     @property
     def closed(self) -> bool:
         return bool(self._conn.closed)
+
+
+def _first_error_line(exc: BaseException) -> str:
+    text = redact(str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_idle_connection(conn: AnyConnection) -> None:

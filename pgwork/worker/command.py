@@ -22,8 +22,9 @@ from pgwork.worker.runtime import Worker
 
 log = logging.getLogger("pgwork.worker")
 
-# How long a starting worker keeps trying to reach the database before giving up.
-CONNECT_PATIENCE = 60.0
+# How long a stopping worker waits for the pool's background threads (they may be busy
+# reconnecting to a server that is down).
+CLOSE_SECONDS = 1.0
 
 
 class WorkerUsageError(PgworkError):
@@ -50,6 +51,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="poll only, no LISTEN and no prepared statements (behind a transaction-mode pooler)",
     )
     p.add_argument("--poll", default="1s", help="poll interval, the fallback to LISTEN (default 1s)")
+    p.add_argument(
+        "--connect-patience",
+        default="60s",
+        help="at startup, how long to retry an unreachable database before exiting 2 (default 60s)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> WorkerOptions:
@@ -72,6 +78,7 @@ def options_from_args(args: argparse.Namespace) -> WorkerOptions:
             grace=args.grace,
             listen=not args.no_listen,
             poll=args.poll,
+            connect_patience=args.connect_patience,
         )
     except OptionError as exc:
         raise WorkerUsageError(str(exc)) from None
@@ -94,7 +101,9 @@ def import_app(module: str) -> None:
 
 def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue | None:
     pause = 0.5
-    deadline = time.monotonic() + CONNECT_PATIENCE
+    # Exit 2 with one line naming the server once patience runs out; Kubernetes restarts the pod
+    # with its own backoff.
+    deadline = time.monotonic() + options.connect_patience
     while True:
         try:
             return Queue(
@@ -109,9 +118,16 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
             if stopping[0]:
                 return None  # told to stop before the database was ever reached: nothing held
             if time.monotonic() + pause > deadline:
-                raise
+                raise Unreachable(
+                    f"{exc}; gave up after {options.connect_patience:g}s of retries (--connect-patience)"
+                ) from None
             log.warning("%s; retrying in %gs", exc, pause)
-            time.sleep(pause)
+            # In short steps, so a SIGTERM while the database is down is answered at once.
+            resume = time.monotonic() + pause
+            while not stopping[0] and time.monotonic() < resume:
+                time.sleep(min(0.1, max(0.0, resume - time.monotonic())))
+            if stopping[0]:
+                return None
             pause = min(pause * 2, 10.0)
 
 
@@ -145,5 +161,5 @@ def cmd_worker(args: argparse.Namespace) -> int:
             worker.request_stop()
         return worker.run()
     finally:
-        queue.close()
+        queue.close(timeout=min(CLOSE_SECONDS, worker.remaining()) if worker is not None else CLOSE_SECONDS)
         tracing.shutdown(provider)

@@ -35,6 +35,7 @@ class WorkerOptions:
     grace: float = 30.0
     listen: bool = True
     poll: float = 1.0
+    connect_patience: float = 60.0  # a starting worker's retries before it exits 2
 
     @property
     def capacity(self) -> int:
@@ -76,6 +77,7 @@ def parse_options(
     grace: str = "30s",
     listen: bool = True,
     poll: str = "1s",
+    connect_patience: str = "60s",
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
     if not app or not _MODULE.match(app):
@@ -112,6 +114,11 @@ def parse_options(
     poll_s = _duration(poll, "--poll")
     if not 0.01 <= poll_s <= 300:
         raise OptionError("--poll", f"{poll!r} is out of range", "use 10ms..5m; 1s is the default")
+    patience_s = _duration(connect_patience, "--connect-patience")
+    if patience_s > 3600:
+        raise OptionError(
+            "--connect-patience", f"{connect_patience!r} is over an hour", "use at most 1h; 60s is the default"
+        )
     return WorkerOptions(
         app=app,
         worker_id=owner,
@@ -125,4 +132,5 @@ def parse_options(
         grace=grace_s,
         listen=listen,
         poll=poll_s,
+        connect_patience=patience_s,
     )

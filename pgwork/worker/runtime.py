@@ -8,6 +8,11 @@ Shutdown (SIGTERM, or `request_stop()`): stop claiming at once; jobs claimed but
 back to pending at once; running jobs get `grace` seconds to finish; the rest are released
 (Queue.release: lease cleared, a note in last_error, attempt_count kept because it counts
 claims). A second request releases at once. After a graceful stop no row is left for the reaper.
+
+Every wait after the stop request is bounded by one shutdown deadline: `grace` from the request
+for running jobs, then RELEASE_SECONDS more for the releases (and any finishing writes). With the
+database unreachable those writes give up at the deadline; the rows stay `running` with their
+lease and the reaper returns them once it lapses.
 """
 
 from __future__ import annotations
@@ -42,6 +47,12 @@ T = TypeVar("T")
 MAX_CLAIM_BACKOFF = 10.0
 # A main loop that has not ticked for this long is reported unhealthy on /healthz.
 STALL_SECONDS = 60.0
+# After the grace, how long the releases (and writes of jobs finishing) may take before the
+# worker gives up on them and leaves the rows to the reaper. Kept small: grace + this (+ closing
+# the pool) must fit in the pod's terminationGracePeriodSeconds.
+RELEASE_SECONDS = 2.0
+# How long a stopping worker waits for its heartbeat and listener threads to close their connections.
+JOIN_SECONDS = 1.0
 
 
 def describe_error(exc: BaseException, limit: int = 4000) -> str:
@@ -106,6 +117,8 @@ class Worker:
         self._wake = threading.Event()
         self._stop = threading.Event()  # first request: stop claiming, drain
         self._force = threading.Event()  # second request: release at once
+        self._grace_ends: float | None = None  # monotonic; set by the first stop request
+        self._shutdown_deadline: float | None = None  # grace_ends + RELEASE_SECONDS
         self._heartbeat = Heartbeat(
             queue, self.holdings, self.metrics, interval=options.heartbeat, lease=options.lease, prepare=prepare
         )
@@ -119,13 +132,29 @@ class Worker:
 
     def request_stop(self) -> None:
         """First call: drain. Second call: release whatever still runs, at once."""
+        now = time.monotonic()
         if self._stop.is_set():
             log.info("second stop request: releasing running jobs now")
+            self._set_deadline(now)
             self._force.set()
         else:
             log.info("stop requested: no new claims; running jobs have %gs to finish", self.options.grace)
+            self._set_deadline(now + self.options.grace)
             self._stop.set()
         self._wake.set()
+
+    def _set_deadline(self, grace_ends: float) -> None:
+        if self._grace_ends is not None and self._grace_ends <= grace_ends:
+            return
+        self._grace_ends = grace_ends
+        self._shutdown_deadline = grace_ends + RELEASE_SECONDS
+        # Every database wait, in every thread and already in progress, now ends by then.
+        self.queue.give_up_at(self._shutdown_deadline)
+
+    def remaining(self) -> float:
+        """Seconds left before the shutdown deadline (infinite while not stopping)."""
+        deadline = self._shutdown_deadline
+        return float("inf") if deadline is None else max(0.0, deadline - time.monotonic())
 
     @property
     def stopping(self) -> bool:
@@ -173,6 +202,15 @@ class Worker:
                 self._listener.stop()
             if self._server is not None:
                 self._server.stop()
+            # Let them close their connections, but never past the shutdown deadline: one stuck
+            # connecting to an unreachable server is a daemon thread and dies with the process.
+            until = time.monotonic() + min(self.remaining(), JOIN_SECONDS)
+            for thread in (self._heartbeat, self._listener):
+                if thread is not None and thread.is_alive():
+                    thread.join(max(0.0, until - time.monotonic()))
+            # The queue may outlive this worker (an embedding program, a test): its calls wait
+            # as long as usual again.
+            self.queue.give_up_at(None)
         log.info("worker %s stopped", self.options.worker_id)
         return 0
 
@@ -343,17 +381,23 @@ class Worker:
         return "lease_lost"
 
     def _finish(self, held: Held, what: str, write: Callable[[], T]) -> T | None:
-        """Run a fenced write, retrying lost connections until the lease would have lapsed."""
+        """Run a fenced write, retrying lost connections until the lease would have lapsed or,
+        once stopping, until the shutdown deadline, whichever comes first."""
         pause = 0.1
         while True:
             try:
                 return write()
             except TRANSIENT as exc:
-                if time.monotonic() + pause >= held.lease_deadline:
+                shutdown = self._shutdown_deadline
+                give_up = held.lease_deadline if shutdown is None else min(held.lease_deadline, shutdown)
+                if time.monotonic() + pause >= give_up:
+                    why = "its lease lapsed" if give_up == held.lease_deadline else "the shutdown deadline"
                     log.error(
-                        "job %s: could not %s before its lease lapsed (%s); the reaper will hand it on",
+                        "job %s: could not %s before %s (%s); the row stays running and the reaper "
+                        "returns it once the lease lapses",
                         held.claimed.id,
                         what,
+                        why,
                         _first_line(exc),
                     )
                     return None
@@ -370,7 +414,9 @@ class Worker:
             if held.transition({HeldState.WAITING}, HeldState.RELEASED):
                 self._release(held, "released unstarted on shutdown")
                 self.holdings.remove(held.claimed.id)
-        deadline = time.monotonic() + self.options.grace
+        # The grace counts from the stop request, not from here: the claim loop may have spent
+        # part of it waiting on an unreachable database.
+        deadline = self._grace_ends if self._grace_ends is not None else time.monotonic() + self.options.grace
         if len(self.holdings):
             log.info("waiting up to %gs for %d running job(s)", self.options.grace, len(self.holdings))
         if self.holdings.wait_until_empty_or(deadline, self._force):
@@ -381,8 +427,9 @@ class Worker:
                 held.job.request_stop(StopReason.SHUTDOWN)
                 self._release(held, f"released on shutdown ({why})")
                 self.holdings.remove(held.claimed.id)
-        # Finishing writes are short; let them land before the process exits.
-        self.holdings.wait_until_empty_or(time.monotonic() + 5.0, threading.Event())
+        # Finishing writes are short; let them land before the process exits, but only until the
+        # shutdown deadline (their retries give up by then too).
+        self.holdings.wait_until_empty_or(time.monotonic() + min(self.remaining(), 5.0), threading.Event())
         self.metrics.in_flight.set(len(self.holdings))
 
     def _release(self, held: Held, note: str) -> None:

@@ -41,6 +41,9 @@ def test_defaults() -> None:
         ({"poll": "250ms"}, "poll", 0.25),
         ({"burst": True}, "burst", True),
         ({"listen": False}, "listen", False),
+        ({}, "connect_patience", 60.0),
+        ({"connect_patience": "0"}, "connect_patience", 0.0),
+        ({"connect_patience": "5m"}, "connect_patience", 300.0),
     ],
 )
 def test_accepted(kw: dict[str, Any], field: str, expected: Any) -> None:
@@ -68,6 +71,9 @@ def test_accepted(kw: dict[str, Any], field: str, expected: Any) -> None:
         ({"metrics_port": "70000"}, "--metrics-port", "0..65535"),
         ({"grace": "forever"}, "--grace", "not a duration"),
         ({"poll": "0"}, "--poll", "out of range"),
+        ({"connect_patience": "2h"}, "--connect-patience", "over an hour"),
+        ({"connect_patience": "-1"}, "--connect-patience", ">= 0"),
+        ({"connect_patience": "later"}, "--connect-patience", "not a duration"),
     ],
 )
 def test_refused(kw: dict[str, Any], option: str, words: str) -> None:
