@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from pgwork.operator import deletion_cost, render
@@ -25,6 +26,11 @@ log = logging.getLogger("pgwork.operator")
 MAX_BACKOFF_SECONDS = 300.0
 # JobQueues on one database reuse a backlog reading this fresh (see QueueCache.figures).
 SHARED_READING_SECONDS = 1.0
+# A status that says nothing new is still written this often, so lastPollTime shows the
+# operator alive; otherwise every poll would be a write (and a watch event for every client).
+STATUS_REFRESH_SECONDS = 60.0
+# The memo key the create/resume/update handler sets once the owned objects are applied.
+APPLIED = "applied_generation"
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,31 @@ def invalid_spec(body: Mapping[str, Any], error: SpecError, now: float) -> Outco
     return outcome
 
 
+def _parse_timestamp(text: object) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def status_to_write(
+    current: Mapping[str, Any] | None, new: Mapping[str, Any], now: float, refresh_seconds: float
+) -> dict[str, Any]:
+    """What of `new` to merge into the status: all of it when any field but lastPollTime
+    differs, only lastPollTime when the last write is `refresh_seconds` old, else nothing."""
+    current = current or {}
+    if any(current.get(key) != value for key, value in new.items() if key != "lastPollTime"):
+        return dict(new)
+    if "lastPollTime" not in new:
+        return {}
+    written = _parse_timestamp(current.get("lastPollTime"))
+    if written is None or now - written >= refresh_seconds:
+        return {"lastPollTime": new["lastPollTime"]}
+    return {}
+
+
 def _due(memo: MutableMapping[str, Any], spec: JobQueueSpec, now: float) -> bool:
     return now >= float(memo.get("next_poll", 0.0))
 
@@ -112,7 +143,15 @@ def retry_delay(poll_seconds: float, failures: int) -> float:
 
 
 def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[str, Any], now: float) -> Outcome | None:
-    """One round: read the backlog, decide, annotate pods, patch replicas. None when not due."""
+    """One round: read the backlog, decide, annotate pods, patch replicas. None when not due,
+    and None until the create/resume handler has applied the owned objects in this process: kopf
+    adds its finalizer (a JSON-patch that tests resourceVersion) before it runs that handler, and
+    status writes from this timer would make that patch fail over and over. It also waits until
+    the body shows that handler's status (observedGeneration), as this round's conditions are
+    built on the body's and would otherwise drop the handler's Ready."""
+    applied = memo.get(APPLIED)
+    if applied is None or (body.get("status") or {}).get("observedGeneration") != applied:
+        return None
     try:
         spec = parse_spec(body.get("spec"))
     except SpecError:

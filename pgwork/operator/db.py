@@ -12,7 +12,7 @@ import psycopg
 import psycopg_pool
 
 from pgwork.dsn import redact
-from pgwork.errors import DatabaseError, EncodingRefused, NotMigrated, SchemaTooNew, Unreachable
+from pgwork.errors import AccessDenied, DatabaseError, EncodingRefused, NotMigrated, SchemaTooNew, Unreachable
 from pgwork.models import TypeStats
 from pgwork.queue import Queue
 
@@ -47,6 +47,9 @@ def default_factory(dsn: str) -> Queue:
 def explain(exc: BaseException) -> DatabaseProblem:
     """A condition reason and a one-line message (never with a password) for a failure."""
     text = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, AccessDenied):
+        # Before Unreachable (its base): no retry helps, someone must fix the credentials.
+        return DatabaseProblem("AccessDenied", text)
     if isinstance(exc, Unreachable):
         reason = "InvalidDSN" if text.startswith("invalid connection string") else "Unreachable"
         return DatabaseProblem(reason, text)

@@ -45,11 +45,14 @@ class OperatorOptions:
     runtime: Runtime | None = None
 
 
-def _post(body: Any, outcome: Outcome, patch: Any) -> None:
+def _post(body: Any, outcome: Outcome, patch: Any, *, only_changes: bool = False, now: float = 0.0) -> None:
     for event in outcome.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1000])
-    if outcome.status:
-        patch.status.update(outcome.status)
+    status = outcome.status
+    if only_changes:
+        status = controller.status_to_write(body.get("status"), outcome.status, now, controller.STATUS_REFRESH_SECONDS)
+    if status:
+        patch.status.update(status)
 
 
 def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
@@ -67,6 +70,10 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         settings.posting.reporting_component = "pgwork-operator"
         settings.posting.level = logging.WARNING
         settings.execution.max_workers = options.executor_workers
+        # A deleted JobQueue keeps its finalizer until a timer round in flight (a database
+        # connect can take its timeout) ends; kopf then re-checks after this many seconds
+        # (default 60). The timer no longer writes status every round, so no other event wakes it.
+        settings.background.cancellation_polling = 1.0
         settings.networking.request_timeout = 30
         settings.watching.server_timeout = 300
         settings.peering.name = options.peering_name
@@ -106,7 +113,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.update(GROUP, VERSION, PLURAL, field="spec", registry=registry)
-    def reconcile(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
         now = time.time()
         try:
             outcome = controller.reconcile(runtime(), body, now)
@@ -116,13 +123,15 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         except KubeError as exc:
             kopf.event(body, type="Warning", reason="ApplyFailed", message=str(exc)[:1000])
             raise kopf.TemporaryError(f"applying owned objects: {exc}", delay=options.retry_backoff_seconds) from None
+        memo[controller.APPLIED] = body.get("metadata", {}).get("generation")
         _post(body, outcome, patch)
 
     @kopf.timer(GROUP, VERSION, PLURAL, interval=options.tick_seconds, registry=registry)
     def autoscale(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-        outcome = controller.autoscale(runtime(), body, memo, time.time())
+        now = time.time()
+        outcome = controller.autoscale(runtime(), body, memo, now)
         if outcome is not None:
-            _post(body, outcome, patch)
+            _post(body, outcome, patch, only_changes=True, now=now)
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True, registry=registry)
     def forget(name: str, namespace: str | None, **_: Any) -> None:

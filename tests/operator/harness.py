@@ -12,7 +12,7 @@ import json
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -93,6 +93,57 @@ class _Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         except jsonpatch.JsonPatchTestFailed as exc:
             # A real API server answers 422, which tells kopf to re-read and patch again.
             raise kmock.KubernetesError(status=422, reason="Invalid", message=str(exc)) from None
+
+    async def _serve_list(self, request: Any) -> Any:
+        # The list's resourceVersion is where a watch continues from (kmock says "...").
+        listing = await super()._serve_list(request)
+        listing["metadata"]["resourceVersion"] = str(type(self)._counter)
+        return listing
+
+    async def _serve_watch(self, request: Any) -> AsyncIterator[Any]:
+        """kmock's watch, made to behave like a real API server's watch from a list's
+        resourceVersion: it subscribes to changes before it looks at what exists (kmock did so
+        after, losing changes made meanwhile), and it does not resend, as ADDED, objects that did
+        not change since that list (kmock resent them all: kopf took the stale copy of a JobQueue it
+        had just given its finalizer, its next finalizer patch failed its resourceVersion `test`,
+        and, no newer event coming, the JobQueue was never handled)."""
+        yield b""
+        since = _version(request.params.get("resourceVersion"))
+        bus = self._buses[request.resource]
+        marker = await bus.mark()
+        try:
+            async with self._lock:
+                objects = [
+                    obj
+                    for (resource, namespace, name), obj in self._objects.items()
+                    if _matches(request, resource, namespace, name) and not obj.deleted and _newer(obj.raw, since)
+                ]
+                listed = [{"type": "ADDED", "object": obj.raw} for obj in objects]
+            for event in listed:
+                yield event
+            async for event in bus.stream(since=marker):
+                meta = (event.get("object") or {}).get("metadata") or {}
+                if _matches(request, request.resource, meta.get("namespace"), meta.get("name")):
+                    yield event
+        finally:
+            await bus.unmark(marker)
+
+
+def _version(value: object) -> int | None:
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _newer(raw: Any, since: int | None) -> bool:
+    version = _version((raw.get("metadata") or {}).get("resourceVersion"))
+    return since is None or version is None or version > since
+
+
+def _matches(request: Any, resource: Any, namespace: str | None, name: str | None) -> bool:
+    return bool(
+        resource == request.resource
+        and (request.namespace is None or namespace == request.namespace)
+        and (request.name is None or name == request.name)
+    )
 
 
 def collect_leftovers() -> None:

@@ -3,6 +3,7 @@ and failures turned into condition reasons without passwords."""
 
 from __future__ import annotations
 
+import psycopg.conninfo
 import pytest
 
 from pgwork.models import NewJob
@@ -47,6 +48,17 @@ def test_failures_become_reasons_without_passwords(dsn: str, reason: str) -> Non
     with pytest.raises(DatabaseProblem) as info:
         cache.get(("ns", "a"), dsn)
     assert info.value.reason == reason
+    assert "hunter2" not in info.value.message
+
+
+def test_access_denied_has_its_own_reason(dsn: str) -> None:
+    # The server answers and refuses (here: no such database); retrying cannot help, so the
+    # condition must not say Unreachable, which reads as "try again later".
+    wrong = psycopg.conninfo.make_conninfo(dsn, dbname="pgwork_no_such_database", password="hunter2")
+    with pytest.raises(DatabaseProblem) as info:
+        QueueCache().get(("ns", "a"), wrong)
+    assert info.value.reason == "AccessDenied"
+    assert "pgwork_no_such_database" in info.value.message
     assert "hunter2" not in info.value.message
 
 
