@@ -29,9 +29,9 @@ def emulator() -> Iterator[Emulator]:
 def operator(emulator: Emulator) -> Iterator[OperatorThread]:
     options = OperatorOptions(clusterwide=True, standalone=True, metrics_port=None, tick_seconds=0.1)
     for thread in running(emulator, options):
-        # Wait until kopf watches JobQueues. One created before that is picked up by the resume
-        # path, whose handler (under kmock) starves behind the timer's status patches: reported
-        # to the operator's owners, not this test's subject.
+        # Start from a watching operator so each case exercises the create path; the resume path
+        # (JobQueues that exist before the operator starts) has its own tests in
+        # tests/operator/test_operator_restart.py.
         eventually(
             lambda: any(c["verb"] == "watch" and c["resource"] == "jobqueues" for c in emulator.operator_calls()),
             what="kopf watching jobqueues",
