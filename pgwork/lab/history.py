@@ -97,6 +97,23 @@ def _explain(lab: LabDatabase) -> dict[str, Any]:
     }
 
 
+def _plan_rows(series: str, x: str, rows: int, sizes: dict[str, int], e: dict[str, Any]) -> list[Measurement]:
+    """One EXPLAIN's figures as CSV rows of the history experiment."""
+    return [
+        Measurement(NAME, series, x, metric, value, unit)
+        for metric, value, unit in (
+            ("finished rows", rows, ""),
+            ("table size", sizes.get("jobs", 0) / 1024, "kB"),
+            ("claim scan", e["scan"], ""),
+            ("shared hit", e["hit"], "buffers"),
+            ("shared read", e["read"], "buffers"),
+            ("finding the row", e["find"], "buffers"),
+            ("execution", e["ms"], "ms"),
+            ("plan", e["plan"], ""),
+        )
+    ]
+
+
 def _sizes(lab: LabDatabase) -> dict[str, int]:
     return {str(r["name"]): int(r["bytes"]) for r in lab.run("sizes")}
 
@@ -143,17 +160,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
             out.append(Measurement(SIZES, name, x, "bytes", size, "B"))
         if stage in p.explain_at:
             e = _explain(lab)
-            for metric, value, unit in (
-                ("finished rows", rows, ""),
-                ("table size", sizes.get("jobs", 0) / 1024, "kB"),
-                ("claim scan", e["scan"], ""),
-                ("shared hit", e["hit"], "buffers"),
-                ("shared read", e["read"], "buffers"),
-                ("finding the row", e["find"], "buffers"),
-                ("execution", e["ms"], "ms"),
-                ("plan", e["plan"], ""),
-            ):
-                out.append(Measurement(NAME, "partial index", x, metric, value, unit))
+            out.extend(_plan_rows("partial index", x, rows, sizes, e))
             say(f"  {rows:>9} history rows: {e['scan']}, {e['hit']} hit + {e['read']} read, {e['ms']:.3f} ms")
         latency = _latency(lab, p.latency_claims)
         out.append(Measurement(LATENCY, "claim", x, "claims", len(latency)))
@@ -167,17 +174,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     x = str(history)
     lab.run("reindex_claim_index")
     e = _explain(lab)
-    for metric, value, unit in (
-        ("finished rows", int(lab.one("history_rows")["rows"]), ""),
-        ("table size", _sizes(lab).get("jobs", 0) / 1024, "kB"),
-        ("claim scan", e["scan"], ""),
-        ("shared hit", e["hit"], "buffers"),
-        ("shared read", e["read"], "buffers"),
-        ("finding the row", e["find"], "buffers"),
-        ("execution", e["ms"], "ms"),
-        ("plan", e["plan"], ""),
-    ):
-        out.append(Measurement(NAME, "partial index, rebuilt", x, metric, value, unit))
+    out.extend(_plan_rows("partial index, rebuilt", x, int(lab.one("history_rows")["rows"]), _sizes(lab), e))
     say(f"  claim index rebuilt: {e['hit']} hit + {e['read']} read, {e['find']} finding the row, {e['ms']:.3f} ms")
 
     # The control, on the largest table: a full index's size, then no claim index at all.
@@ -190,16 +187,6 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         e = _explain(lab)
     rows = int(lab.one("history_rows")["rows"])
     sizes = _sizes(lab)
-    for metric, value, unit in (
-        ("finished rows", rows, ""),
-        ("table size", sizes.get("jobs", 0) / 1024, "kB"),
-        ("claim scan", e["scan"], ""),
-        ("shared hit", e["hit"], "buffers"),
-        ("shared read", e["read"], "buffers"),
-        ("finding the row", e["find"], "buffers"),
-        ("execution", e["ms"], "ms"),
-        ("plan", e["plan"], ""),
-    ):
-        out.append(Measurement(NAME, "no claim index", x, metric, value, unit))
+    out.extend(_plan_rows("no claim index", x, rows, sizes, e))
     say(f"  {rows:>9} history rows, no claim index: {e['scan']}, {e['hit']} hit + {e['read']} read, {e['ms']:.3f} ms")
     return Outcome(out, [], 0)
