@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgwork import sql_files
 from pgwork.backoff import Backoff
-from pgwork.dsn import describe, redact
+from pgwork.dsn import describe, redact, with_tcp_defaults
 from pgwork.errors import (
     AccessDenied,
     BadConnectionString,
@@ -72,7 +72,7 @@ def connect(
     """A new connection, with failures turned into one clear line that never shows a password."""
     try:
         conn: AnyConnection = psycopg.connect(
-            dsn,
+            with_tcp_defaults(dsn),
             autocommit=autocommit,
             application_name=application_name,
             connect_timeout=connect_timeout,
@@ -252,7 +252,7 @@ class Queue:
             if check:
                 check_schema(conn)
         self._pool: ConnectionPool[AnyConnection] = ConnectionPool(
-            dsn,
+            with_tcp_defaults(dsn),
             min_size=1,
             max_size=max(1, pool_size),
             kwargs={

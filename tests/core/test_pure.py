@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
 
 from pgwork.backoff import Backoff
-from pgwork.dsn import describe, redact, resolve_dsn
+from pgwork.dsn import describe, redact, resolve_dsn, with_tcp_defaults
 from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.keys import derive_key
@@ -167,3 +168,20 @@ def test_render_table() -> None:
     text = render([{"id": 1, "error": "x\ny"}, {"id": 22, "error": None}])
     assert text.splitlines() == ["id  error", "--  -----", "1   x y", "22"]
     assert render([]) == "(none)"
+
+
+@pytest.mark.parametrize(
+    ("dsn", "expected"),
+    [
+        ("postgresql://u@db/app", {"keepalives_idle": "10", "tcp_user_timeout": "30000", "dbname": "app"}),
+        ("host=db keepalives_idle=60", {"keepalives_idle": "60", "keepalives_count": "3", "host": "db"}),
+        ("", {"keepalives": "1"}),
+    ],
+)
+def test_tcp_keepalives_are_added_unless_given(dsn: str, expected: dict[str, str]) -> None:
+    params = psycopg.conninfo.conninfo_to_dict(with_tcp_defaults(dsn))
+    assert {k: params[k] for k in expected} == expected
+
+
+def test_tcp_defaults_leave_an_unparseable_dsn_alone() -> None:
+    assert with_tcp_defaults("host='unterminated") == "host='unterminated"
