@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
-from workerkit import ROOT, worker_env
+from workerkit import ROOT, worker_command, worker_env
 
 
 @pytest.mark.parametrize(
@@ -20,21 +19,7 @@ from workerkit import ROOT, worker_env
     ],
 )
 def test_bad_option_is_one_clear_line(dsn: str, args: list[str], expected: str) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pgwork.cli",
-        "--dsn",
-        dsn,
-        "worker",
-        "--app",
-        "pgwork_test_app",
-        "--id",
-        "x",
-        "--metrics-port",
-        "0",
-        *args,
-    ]
+    cmd = worker_command(dsn, "x", *args)
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=worker_env(), cwd=str(ROOT), timeout=30)
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

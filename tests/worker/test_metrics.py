@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from workerkit import ROOT, Spawn, free_port, wait_for, worker_env
+from workerkit import ROOT, Spawn, free_port, wait_for, worker_command, worker_env
 
 from pgwork.queue import Queue
 
@@ -82,20 +81,7 @@ def test_busy_metrics_port_is_a_clear_startup_error(dsn: str) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pgwork.cli",
-                "--dsn",
-                dsn,
-                "worker",
-                "--app",
-                "pgwork_test_app",
-                "--id",
-                "x",
-                "--metrics-port",
-                str(port),
-            ],
+            worker_command(dsn, "x", "--metrics-port", str(port)),
             check=False,
             capture_output=True,
             text=True,

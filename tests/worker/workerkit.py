@@ -48,6 +48,14 @@ class WorkerProcess:
 Spawn = Callable[..., WorkerProcess]
 
 
+def worker_command(dsn: str, worker_id: str, *args: str) -> list[str]:
+    """`pgwork worker` on the test app; the metrics endpoint is off unless `args` names a port."""
+    cmd = [sys.executable, "-m", "pgwork.cli", "--dsn", dsn, "worker", "--app", "pgwork_test_app", "--id", worker_id]
+    if "--metrics-port" not in args:
+        cmd += ["--metrics-port", "0"]
+    return cmd + list(args)
+
+
 def start_worker(
     dsn: str,
     log_dir: Path,
@@ -58,10 +66,7 @@ def start_worker(
 ) -> WorkerProcess:
     wid = worker_id or f"w{len(started) + 1}"
     log_path = log_dir / f"{wid}.log"
-    cmd = [sys.executable, "-m", "pgwork.cli", "--dsn", dsn, "worker", "--app", "pgwork_test_app", "--id", wid]
-    if "--metrics-port" not in args:
-        cmd += ["--metrics-port", "0"]
-    cmd += list(args)
+    cmd = worker_command(dsn, wid, *args)
     with log_path.open("w") as out:
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=env or worker_env(), cwd=str(ROOT)
