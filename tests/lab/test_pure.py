@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from pgwork.errors import InvalidArgument
-from pgwork.lab import claims, drain, report, results
-from pgwork.lab.fleet import WorkerReport, WorkerSpec, _claimed
-from pgwork.lab.history import claim_scan, describe_plan, find_buffers
-from pgwork.lab.labdb import LabDatabase
-from pgwork.lab.results import Measurement, Row
-from pgwork.lab.stats import duplicates, pct_of_linear, percentile
+from pgwork.tools.lab import claims, drain, report, results
+from pgwork.tools.lab.claimers import WorkerReport, WorkerSpec, _claimed
+from pgwork.tools.lab.history import claim_scan, describe_plan, find_buffers
+from pgwork.tools.lab.labdb import LabDatabase
+from pgwork.tools.lab.results import Measurement, Row
+from pgwork.tools.lab.stats import duplicates, pct_of_linear, percentile
 
 
 @pytest.mark.parametrize(
