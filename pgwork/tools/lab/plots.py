@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pgwork.tools.lab.report import Table, pivot, select
+from pgwork.tools.lab.pivot import Table, pivot, select
 from pgwork.tools.lab.results import Row
 
 
