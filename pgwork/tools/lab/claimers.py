@@ -286,6 +286,10 @@ class ClaimerFleet:
                 if time.monotonic() >= end:
                     return
 
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.pid is not None]
+
     def done(self) -> bool:
         self._collect(0)
         return len(self.reports) == len(self._procs)
