@@ -18,7 +18,7 @@ from urllib.parse import quote
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from pgwork import __version__
+from pgwork.version import __version__
 
 FIELD_MANAGER = "pgwork-operator"
 REQUEST_TIMEOUT = 10.0

@@ -1,7 +1,7 @@
 """SIGTERM while the database is down: the worker still exits within --grace plus a bounded
 margin, and the job it could not release stays `running` with its lease for the reaper.
 
-Runs against a private PostgreSQL (pgwork/chaos/server.py) that this test stops and restarts;
+Runs against a private PostgreSQL (pgwork/tools/chaos/server.py) that this test stops and restarts;
 the shared server is never touched."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from psycopg.rows import dict_row
 from workerkit import WorkerProcess, free_port, start_worker
 
-from pgwork.chaos import server as private
 from pgwork.queue import Queue, migrate
+from pgwork.tools.chaos import server as private
 from tests.support.waiting import wait_for
 
 GRACE = 3.0
