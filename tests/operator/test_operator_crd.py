@@ -158,8 +158,8 @@ AGREED = [  # (case, spec, valid)
     ("secret key dot-dot", spec_with("database", secretKey="..dsn"), False),
     ("secret key dot", spec_with("database", secretKey="."), False),
     ("secret key ok", spec_with("database", secretKey="DATABASE_URL.v2"), True),
-    ("role secrets", spec_with("database", migrationsSecret={"name": "owner"}, workersSecret={"name": "w", "key": "u"},
-                               maintenanceSecret={"name": "m"}), True),  # fmt: skip
+    ("role secrets", spec_with("database", migrationsSecret={"name": "owner"}, maintenanceSecret={"name": "m"}), True),
+    ("role secret key", spec_with("database", workersSecret={"name": "w", "key": "u"}), True),
     ("role secret traversal", spec_with("database", workersSecret={"name": "../x"}), False),
     ("role secret without name", spec_with("database", maintenanceSecret={"key": "dsn"}), False),
     ("job type as a flag", {**BASE, "jobTypes": ["-ocr"]}, False),
