@@ -200,6 +200,10 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
         )
     except (DatabaseProblem, KubeError) as exc:
         problem = exc if isinstance(exc, DatabaseProblem) else DatabaseProblem("SecretUnreadable", str(exc))
+        if problem.reason in ("InvalidDSN", "AccessDenied") and not problem.message.startswith("Secret "):
+            # The fix is in the Secret: say which one (libpq's text, scrubbed, follows).
+            source = secret_source(namespace, spec.database.default)
+            problem = DatabaseProblem(problem.reason, f"{source}: {problem.message}")
         if dsn is not None:
             runtime.queues.discard(dsn)
         return _database_down(
@@ -277,11 +281,15 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
     return outcome
 
 
+def secret_source(namespace: str, ref: SecretRef) -> str:
+    return f"Secret {namespace}/{ref.name} key {ref.key!r} ({ref.field})"
+
+
 def read_dsn(kube: Kube, namespace: str, ref: SecretRef) -> str:
     """The connection string in `ref`, read from the JobQueue's own namespace and checked for its
     shape before anything connects. Raises DatabaseProblem with a message that says which Secret
     and key are wrong and what was expected, and repeats nothing of the value."""
-    where = f"Secret {namespace}/{ref.name} key {ref.key!r} ({ref.field})"
+    where = secret_source(namespace, ref)
     try:
         raw = kube.read_secret_bytes(namespace, ref.name, ref.key)
     except UnsafeName as exc:  # parse_spec refuses such names; this is the second wall
