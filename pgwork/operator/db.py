@@ -52,7 +52,7 @@ def default_factory(dsn: str) -> Queue:
     return Queue(dsn, pool_size=1, application_name="pgwork-operator")
 
 
-def explain(exc: BaseException, secret: str | None) -> DatabaseProblem:
+def explain(exc: BaseException, secret: str | None = None) -> DatabaseProblem:
     """A condition reason and a one-line message for a failure while using the connection string
     `secret`. The one place libpq's text passes: scrubbed of the password and of every run of
     four or more of its characters (and of the whole value), whatever libpq chose to quote."""
