@@ -35,6 +35,8 @@ def dsn_problem(value: str) -> str | None:
     """Why `value` cannot be a connection string, in words that quote none of it; None if it can."""
     if not value.strip():
         return "is empty (the operator would connect with its own environment's defaults)"
+    if "\x00" in value:
+        return "holds a NUL character (libpq would cut the value there)"
     is_uri = bool(_URI.match(value.lstrip()))
     try:
         params = conninfo_to_dict(value)

@@ -28,6 +28,7 @@ def runs(secret: str) -> set[str]:
         ("host=db password=Zq9X v7Kw", "neither a postgresql:// URI nor key=value pairs"),
         ("host=db port=Zq9X password=Zq9X", "port that is not a number"),
         ("host=db password='Zq9X", "neither a postgresql:// URI nor key=value pairs"),
+        ("host=db password=Zq9X\x00v7Kw", "holds a NUL character"),
     ],
 )
 def test_values_that_are_no_connection_string(value: str, problem: str) -> None:
