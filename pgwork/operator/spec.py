@@ -74,7 +74,8 @@ _CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("month", 1, 12, {m: i + 1 for i, m in enumerate(_MONTHS)}),
     ("day of week", 0, 6, {d: i for i, d in enumerate(_DAYS)}),
 )
-_DIGITS = re.compile(r"[0-9]{1,4}")
+_DIGITS = re.compile(r"[0-9]{1,2}")
+SCHEDULE_MAX = 200
 _RESERVED_ENV = frozenset({"DATABASE_URL", "POD_NAME"})
 
 
@@ -256,6 +257,8 @@ def check_cron(schedule: str, field: str) -> str:
         if schedule not in CRON_MACROS:
             raise SpecError(field, f"{_shown(schedule)}: unknown macro", f"use one of {sorted(CRON_MACROS)}")
         return schedule
+    if len(schedule) > SCHEDULE_MAX:
+        raise SpecError(field, f"is {len(schedule)} characters long", f"at most {SCHEDULE_MAX}; {fix}")
     if not re.fullmatch(SCHEDULE_PATTERN, schedule) or not schedule.isascii():
         count = len(schedule.split())
         problem = f"has {count} fields, a schedule has 5" if count != 5 else "is not five fields separated by spaces"

@@ -191,12 +191,33 @@ def test_crd_and_operator_agree(case: str, spec: dict[str, Any], valid: bool) ->
     assert (operator is None) is valid, f"operator verdict for {case}: {operator}"
 
 
+SCHEDULES = [  # (schedule, valid for the CronJob controller)
+    ("* * * * *", True), ("*/5 * * * *", True), ("0 3 * * 1-5", True), ("15,45 */2 1 JAN-MAR sun", True),
+    ("0 0 ? * MON", True), ("@hourly", True), ("@daily", True), ("59 23 31 12 6", True), ("00 00 01 01 00", True),
+    ("0\t0 * * *", True), ("0 0 1-31/2 * *", True), ("0 0 * jan,Feb,MAR *", True), ("5 4 * * mon-FRI", True),
+    ("61 * * * *", False), ("* 24 * * *", False), ("* * 0 * *", False), ("* * 32 * *", False), ("* * * 13 *", False),
+    ("* * * 0 *", False), ("0 0 * * 7", False), ("0 ² * * *", False), ("٣ * * * *", False), ("? * * * *", False),
+    ("* * * * *\n", False), (" * * * * *", False), ("* * *\n* *", False), ("@hourly\n", False), ("@every 5m", False),
+    ("TZ=UTC 0 * * * *", False), ("0 3 * * * *", False), ("* * * *", False), ("", False), ("L * * * *", False),
+    ("0 0 1W * *", False), ("0 0 * * 5#3", False), ("*/100 * * * *", False), ("*/0 * * * *", False),
+    ("005 * * * *", False), ("x" * 201, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schedule", "valid"), SCHEDULES, ids=[repr(s)[:40] for s, _ in SCHEDULES])
+def test_schedules_are_judged_alike_by_the_crd_and_the_operator(schedule: str, valid: bool) -> None:
+    for section in ("reaper", "retention"):
+        spec = spec_with(section, schedule=schedule)
+        assert (not api_server_verdict(spec)) is valid, (section, api_server_verdict(spec))
+        assert (operator_verdict(spec) is None) is valid, (section, operator_verdict(spec))
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        (spec_with("reaper", schedule="61 * * * *"), "spec.reaper.schedule"),
-        (spec_with("reaper", schedule="0 0 * * 7"), "spec.reaper.schedule"),
-        (spec_with("retention", schedule="0 ² * * *"), "spec.retention.schedule"),
+        (spec_with("reaper", schedule="5 4 * * sat-sun"), "spec.reaper.schedule"),
+        (spec_with("reaper", schedule="*/61 * * * *"), "spec.reaper.schedule"),
+        (spec_with("retention", schedule="0 0 5-1 * *"), "spec.retention.schedule"),
         ({**BASE, "jobTypes": ["ocr", "ocr"]}, "spec.jobTypes[1]"),
     ],
 )
