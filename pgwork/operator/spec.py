@@ -59,7 +59,8 @@ APP_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 APP_MAX = 200
 # The age `pgwork prune --older-than` takes, always with a unit (a bare number is not an age).
 OLDER_THAN_PATTERN = r"([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+"
-# The shape of a schedule (the CRD's rule too); fields are then checked one by one.
+# The shape of a schedule; its fields are then checked one by one (the CRD checks the same ranges
+# with one long pattern, and tests/operator/test_operator_crd.py holds both to one table).
 SCHEDULE_PATTERN = r"@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\s]+([ \t]+[^\s]+){4}"
 _IMAGE = re.compile(r"[^\s\x00-\x1f\x7f]+")
 CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
