@@ -41,7 +41,7 @@ CALLS_IN_CODE = [
         for verb in ("get", "create", "patch")
         for group, plural in (("apps", "deployments"), ("batch", "cronjobs"), ("", "services"))
     ],
-    # Kube.read_secret_value / secret_exists, list_pods, annotate_pod, scale_deployment
+    # Kube.read_secret (CoreV1Api.read_namespaced_secret), list_pods, annotate_pod, scale_deployment
     ("get", "", "secrets"),
     ("list", "", "pods"),
     ("patch", "", "pods"),
