@@ -6,7 +6,6 @@ replicas, annotations, status, events), not what Kubernetes then does with it.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from pgwork.operator.render import DELETION_COST
 from pgwork.queue import Queue
 from tests.operator import stories
 from tests.operator.harness import Emulator, OperatorThread, eventually
+from tests.support.waiting import stays
 
 pytestmark = pytest.mark.slow
 
@@ -258,8 +258,8 @@ def test_database_trouble_leaves_replicas_alone(
     assert stories.condition(body, "Ready")["status"] == "False"
     assert "replicas left at 3" in stories.condition(body, "Scaling")["message"]
     eventually(lambda: reason in stories.event_reasons(client, namespace, "ocr"), what=f"a {reason} event")
-    time.sleep(2.0)  # longer than the stabilization window: still no scale-down
-    assert stories.replicas(client, namespace, "ocr") == 3
+    # Longer than the stabilization window: still no scale-down.
+    stays(lambda: stories.replicas(client, namespace, "ocr") == 3, duration=2.0, what="replicas left at 3")
 
     # Fixed: it reconnects and scales on the true (empty) backlog again.
     if secret_dsn is None:
@@ -345,8 +345,7 @@ def test_invalid_spec_is_a_permanent_error_naming_the_field(
     assert ready["status"] == "False" and ready["message"].startswith(field + ":")
     assert "secret@" not in ready["message"]
     eventually(lambda: "InvalidSpec" in stories.event_reasons(client, namespace, "bad"), what="an InvalidSpec event")
-    time.sleep(0.5)
-    assert stories.deployment(client, namespace, "bad") is None
+    stays(lambda: stories.deployment(client, namespace, "bad") is None, duration=0.5, what="no Deployment")
 
 
 def test_every_call_so_far_is_allowed_by_rbac(operator: OperatorThread, emulator: Emulator) -> None:
