@@ -4,9 +4,8 @@ from pgwork.backoff import Backoff
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState, NewJob
 from pgwork.queue import Queue, migrate
+from pgwork.version import __version__
 from pgwork.worker.registry import Job, PermanentError, handler
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Backoff",

@@ -1,5 +1,6 @@
-"""The `pgwork` command. Queue commands live here; worker, demo, operator, bench and chaos
-register themselves from their own modules so each stays small."""
+"""The `pgwork` command. Queue commands live here; worker and operator register themselves from
+their own modules so each stays small; the tools (bench, chaos, demo) are named here and loaded
+only when their own subcommand runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import importlib.util
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -22,7 +22,9 @@ from pgwork import __version__, tracing
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_age, parse_duration
 from pgwork.errors import PgworkError
+from pgwork.models import Reclaimed
 from pgwork.queue import GRANT_PROFILES, Queue, grant, migrate
+from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import json_safe, render, visible
 from pgwork.validation import parse_id, parse_whole
 
@@ -30,11 +32,27 @@ from pgwork.validation import parse_id, parse_whole
 # dependency (kopf for the operator) hides only that command.
 EXTENSIONS = (
     "pgwork.worker.command",
-    "pgwork.demo.command",
     "pgwork.operator.command",
-    "pgwork.lab.command",
-    "pgwork.chaos.command",
 )
+
+# The tools outside the core (pgwork/tools): subcommand -> (module, one-line help). The module is
+# imported only when its subcommand runs (or shows its own --help); it has `configure(parser)`.
+# So importing the CLI, as every worker process does, never loads a tool or registers its handlers.
+TOOLS = {
+    "bench": (
+        "pgwork.tools.lab.command",
+        "run the lab: claim strategies, held transactions, history, crash timeline, throughput, wake-up",
+    ),
+    "chaos": (
+        "pgwork.tools.chaos.command",
+        "run jobs on worker processes while killing workers, restarting a private PostgreSQL, cutting "
+        "connections and pausing workers past their lease; then check nothing was lost or done twice",
+    ),
+    "demo": (
+        "pgwork.tools.demo.command",
+        "see pgwork work: invoices extracted by several workers, one killed mid-job (under a minute)",
+    ),
+}
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -171,23 +189,22 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0 if not report.not_cancellable else 1
 
 
+def _print_reclaimed(r: Reclaimed) -> None:
+    print(
+        f"reclaimed job {r.id} ({visible(r.job_type)}) from {visible(r.previous_owner)}, "
+        f"{r.overdue_seconds:.1f}s overdue, attempt {r.attempt_count} -> {r.status}",
+        flush=True,
+    )
+
+
 def cmd_reap(args: argparse.Namespace) -> int:
     loop_for = _seconds(args.loop_for, "--loop-for")
     every = _seconds(args.every, "--every")
     if every <= 0:
         raise UsageError("--every: must be > 0 seconds, e.g. 10s")
-    deadline = time.monotonic() + loop_for
-    with _queue(args) as q:
-        while True:
-            for r in q.reap():
-                print(
-                    f"reclaimed job {r.id} ({visible(r.job_type)}) from {visible(r.previous_owner)}, "
-                    f"{r.overdue_seconds:.1f}s overdue, attempt {r.attempt_count} -> {r.status}",
-                    flush=True,
-                )
-            if time.monotonic() + every > deadline:
-                return 0
-            time.sleep(every)
+    with Reaper(lambda: _queue(args), ReaperConfig(every=every, loop_for=loop_for), on_reclaimed=_print_reclaimed) as r:
+        r.loop()
+    return 0
 
 
 def prune_statuses(status: Sequence[str] | None, include_dead: bool) -> list[str]:
@@ -214,7 +231,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; `tool` (a name in TOOLS) is loaded with its options, the others are named only."""
     parser = argparse.ArgumentParser(prog="pgwork", description=__doc__)
     parser.add_argument("--version", action="version", version=f"pgwork {__version__}")
     parser.add_argument("--dsn", help="connection string (default: DATABASE_URL, then libpq PG* variables)")
@@ -290,7 +308,22 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    for name, (module_name, help_text) in TOOLS.items():
+        if name == tool:
+            importlib.import_module(module_name).configure(sub.add_parser(name, help=help_text, description=help_text))
+        else:
+            # Named only: any arguments pass through to the second parse, once the tool is loaded.
+            sub.add_parser(name, help=help_text, add_help=False).set_defaults(func=None)
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse once with the tools named only; if a tool's subcommand was chosen, load it and parse again."""
+    parser = build_parser()
+    args, _ = parser.parse_known_args(argv)
+    if args.command in TOOLS:
+        parser = build_parser(args.command)
+    return parser.parse_args(argv)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -299,8 +332,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

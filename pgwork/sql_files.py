@@ -1,7 +1,8 @@
-"""SQL lives in .sql files; this module loads it by name.
+"""SQL lives in .sql files; this module loads it by name, for the core and the tools alike.
 
 `queries.sql` holds `-- name: NAME` blocks (the procrastinate layout); migrations are files named
-`NNNN_description.sql` applied in order.
+`NNNN_description.sql` applied in order. The tools' own statements (the lab's strategies, the chaos
+claim log) are `-- name:` blocks too, loaded through `Statements` from their own package.
 """
 
 from __future__ import annotations
@@ -32,21 +33,55 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
     return queries
 
 
-def read_text(path: str) -> str:
-    """A file shipped inside the package, by its path below pgwork/."""
-    return resources.files("pgwork").joinpath(path).read_text(encoding="utf-8")
+def read_text(path: str, package: str = "pgwork") -> str:
+    """A file shipped inside a package, by its path below that package's folder."""
+    return resources.files(package).joinpath(path).read_text(encoding="utf-8")
 
 
-@cache
+class Statements:
+    """The `-- name:` blocks of one or more .sql files shipped in `package`, read on first use.
+
+    A name defined in two of the files is an error: each statement has one home.
+    """
+
+    def __init__(self, package: str, *files: str) -> None:
+        if not files:
+            raise ValueError("Statements needs at least one .sql file")
+        self.package = package
+        self.files = files
+        self._loaded: dict[str, LiteralString] | None = None
+
+    def all(self) -> dict[str, LiteralString]:
+        if self._loaded is None:
+            found: dict[str, LiteralString] = {}
+            for path in self.files:
+                for name, statement in parse_queries(read_text(path, self.package)).items():
+                    if name in found:
+                        raise ValueError(f"query {name!r} is defined twice in {self._where()}")
+                    found[name] = statement
+            self._loaded = found
+        return self._loaded
+
+    def query(self, name: str) -> LiteralString:
+        try:
+            return self.all()[name]
+        except KeyError:
+            raise KeyError(f"no query named {name!r} in {self._where()}") from None
+
+    def _where(self) -> str:
+        folder = self.package.replace(".", "/")
+        return ", ".join(f"{folder}/{path}" for path in self.files)
+
+
+CORE = Statements("pgwork", "sql/queries.sql")
+
+
 def queries() -> dict[str, LiteralString]:
-    return parse_queries(read_text("sql/queries.sql"))
+    return CORE.all()
 
 
 def query(name: str) -> LiteralString:
-    try:
-        return queries()[name]
-    except KeyError:
-        raise KeyError(f"no query named {name!r} in pgwork/sql/queries.sql") from None
+    return CORE.query(name)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,14 @@ CONSTRAINTS = (
 )
 
 
+# A rule longer than this (the cron pattern) is cut in the table; crd.yaml has it whole.
+MAX_RULE_CHARS = 120
+
+
+def _short(rule: str) -> str:
+    return rule if len(rule) <= MAX_RULE_CHARS else rule[: MAX_RULE_CHARS - 30] + " … (whole rule in crd.yaml)"
+
+
 def _type(schema: Mapping[str, Any]) -> str:
     kind = str(schema.get("type", "any"))
     if kind == "array":
@@ -115,7 +123,7 @@ def render(crd: Mapping[str, Any]) -> str:
     ]
     lines += ["| Where | Rule | Message |", "|---|---|---|"]
     for where, rule, message in validations(root, ""):
-        lines.append(f"| `{where or '(object)'}` | `{_cell(rule)}` | {_cell(message)} |")
+        lines.append(f"| `{where or '(object)'}` | `{_cell(_short(rule))}` | {_cell(message)} |")
     status = root["properties"].get("status")
     if status:
         lines += [

@@ -14,11 +14,12 @@ from typing import Any
 
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
+from pgwork.operator.credentials import EXPECTED, dsn_problem
 from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner
-from pgwork.operator.kube import Kube, KubeError
+from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide
-from pgwork.operator.spec import JobQueueSpec, SpecError, parse_spec
+from pgwork.operator.spec import JobQueueSpec, SecretRef, SpecError, parse_spec
 
 log = logging.getLogger("pgwork.operator")
 
@@ -188,14 +189,7 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
 
     dsn: str | None = None
     try:
-        dsn = runtime.kube.read_secret_value(namespace, spec.database.secret_name, spec.database.secret_key)
-        if dsn is None:
-            raise DatabaseProblem(
-                "SecretMissing",
-                f"Secret {namespace}/{spec.database.secret_name} with key {spec.database.secret_key!r} not found "
-                f"(spec.database); create it: kubectl -n {namespace} create secret generic "
-                f"{spec.database.secret_name} --from-literal={spec.database.secret_key}=postgresql://...",
-            )
+        dsn = read_dsn(runtime.kube, namespace, spec.database.default)
         queue = runtime.queues.get((namespace, name), dsn)
         figures = runtime.queues.figures(
             dsn,
@@ -206,7 +200,11 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
         )
     except (DatabaseProblem, KubeError) as exc:
         problem = exc if isinstance(exc, DatabaseProblem) else DatabaseProblem("SecretUnreadable", str(exc))
-        if dsn is not None and problem.reason not in ("SecretMissing",):
+        if problem.reason in ("InvalidDSN", "AccessDenied") and not problem.message.startswith("Secret "):
+            # The fix is in the Secret: say which one (libpq's text, scrubbed, follows).
+            source = secret_source(namespace, spec.database.default)
+            problem = DatabaseProblem(problem.reason, f"{source}: {problem.message}")
+        if dsn is not None:
             runtime.queues.discard(dsn)
         return _database_down(
             runtime, body, spec=spec, memo=memo, conditions=conditions, current=current, problem=problem, now=now
@@ -281,6 +279,35 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
         heartbeat_seconds=spec.lease.heartbeat_seconds,
     )
     return outcome
+
+
+def secret_source(namespace: str, ref: SecretRef) -> str:
+    return f"Secret {namespace}/{ref.name} key {ref.key!r} ({ref.field})"
+
+
+def read_dsn(kube: Kube, namespace: str, ref: SecretRef) -> str:
+    """The connection string in `ref`, read from the JobQueue's own namespace and checked for its
+    shape before anything connects. Raises DatabaseProblem with a message that says which Secret
+    and key are wrong and what was expected, and repeats nothing of the value."""
+    where = secret_source(namespace, ref)
+    try:
+        raw = kube.read_secret_bytes(namespace, ref.name, ref.key)
+    except UnsafeName as exc:  # parse_spec refuses such names; this is the second wall
+        raise DatabaseProblem("InvalidSpec", f"{where}: {exc}") from None
+    if raw is None:
+        raise DatabaseProblem(
+            "SecretMissing",
+            f"{where} not found; create it: kubectl -n {namespace} create secret generic "
+            f"{ref.name} --from-literal={ref.key}=postgresql://...",
+        )
+    try:
+        value = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DatabaseProblem("InvalidDSN", f"{where} is not UTF-8 text; {EXPECTED}") from None
+    problem = dsn_problem(value)
+    if problem is not None:
+        raise DatabaseProblem("InvalidDSN", f"{where} {problem}; {EXPECTED}")
+    return value
 
 
 def _mark_deletion_costs(runtime: Runtime, namespace: str, name: str, spec: JobQueueSpec, queue: Any) -> str:

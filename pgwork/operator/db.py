@@ -11,9 +11,17 @@ from dataclasses import dataclass
 import psycopg
 import psycopg_pool
 
-from pgwork.dsn import redact
-from pgwork.errors import AccessDenied, DatabaseError, EncodingRefused, NotMigrated, SchemaTooNew, Unreachable
+from pgwork.errors import (
+    AccessDenied,
+    BadConnectionString,
+    DatabaseError,
+    EncodingRefused,
+    NotMigrated,
+    SchemaTooNew,
+    Unreachable,
+)
 from pgwork.models import TypeStats
+from pgwork.operator.credentials import scrub
 from pgwork.queue import Queue
 
 QueueFactory = Callable[[str], Queue]
@@ -44,15 +52,17 @@ def default_factory(dsn: str) -> Queue:
     return Queue(dsn, pool_size=1, application_name="pgwork-operator")
 
 
-def explain(exc: BaseException) -> DatabaseProblem:
-    """A condition reason and a one-line message (never with a password) for a failure."""
-    text = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+def explain(exc: BaseException, secret: str | None = None) -> DatabaseProblem:
+    """A condition reason and a one-line message for a failure while using the connection string
+    `secret`. The one place libpq's text passes: scrubbed of the password and of every run of
+    four or more of its characters (and of the whole value), whatever libpq chose to quote."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = scrub(first, secret)
     if isinstance(exc, AccessDenied):
         # Before Unreachable (its base): no retry helps, someone must fix the credentials.
         return DatabaseProblem("AccessDenied", text)
     if isinstance(exc, Unreachable):
-        reason = "InvalidDSN" if text.startswith("invalid connection string") else "Unreachable"
-        return DatabaseProblem(reason, text)
+        return DatabaseProblem("InvalidDSN" if isinstance(exc, BadConnectionString) else "Unreachable", text)
     if isinstance(exc, NotMigrated | SchemaTooNew | EncodingRefused):
         return DatabaseProblem(type(exc).__name__, text)
     if isinstance(exc, psycopg_pool.PoolTimeout | psycopg.OperationalError):
@@ -90,7 +100,7 @@ class QueueCache:
             # Outside the lock: connecting may take the connect timeout.
             queue = self._factory(dsn)
         except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            raise explain(exc) from None
+            raise explain(exc, dsn) from None
         with self._lock:
             existing = self._queues.setdefault(key, queue)
         if existing is not queue:
@@ -108,7 +118,7 @@ class QueueCache:
             try:
                 stats = queue.stats()
             except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-                raise explain(exc) from None
+                raise explain(exc, dsn) from None
             cached = (now, stats)
             with self._lock:
                 self._stats[key] = cached
@@ -154,7 +164,7 @@ def read_figures(queue: Queue, job_types: Iterable[str]) -> Figures:
     try:
         stats = queue.stats(list(job_types))
     except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-        raise explain(exc) from None
+        raise explain(exc, queue.dsn) from None
     return summarize(stats, job_types)
 
 
@@ -177,4 +187,4 @@ def jobs_by_owner(queue: Queue, job_types: Iterable[str]) -> dict[str, int]:
     try:
         return queue.running_by_owner(list(job_types))
     except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-        raise explain(exc) from None
+        raise explain(exc, queue.dsn) from None

@@ -18,18 +18,19 @@ from urllib.parse import quote
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from pgwork import __version__
+from pgwork.operator.kubenames import is_dns1123_label, is_dns1123_subdomain
+from pgwork.version import __version__
 
 FIELD_MANAGER = "pgwork-operator"
 REQUEST_TIMEOUT = 10.0
 USER_AGENT = f"pgwork-operator/{__version__}"
 
-# kind → (API path prefix, plural); all namespaced.
+# kind → (API path prefix, plural); all namespaced. Secrets are not here: they are read only by
+# `read_secret`, the typed client call.
 RESOURCES: dict[str, tuple[str, str]] = {
     "Deployment": ("/apis/apps/v1", "deployments"),
     "CronJob": ("/apis/batch/v1", "cronjobs"),
     "Service": ("/api/v1", "services"),
-    "Secret": ("/api/v1", "secrets"),
     "Pod": ("/api/v1", "pods"),
 }
 
@@ -41,6 +42,11 @@ class KubeError(Exception):
         self.status = status
         self.reason = reason
         super().__init__(f"{status} {reason}: {message}")
+
+
+class UnsafeName(ValueError):
+    """A namespace or object name that is not a valid Kubernetes name: refused before any request,
+    so no caller can make a path such as `../../kube-system/secrets/x` reach another namespace."""
 
 
 def _materialise(data: str | bytes | None, suffix: str) -> str | None:
@@ -93,10 +99,31 @@ def default_configuration() -> k8s_client.Configuration:
     return conf
 
 
+def _segment(value: str, what: str, valid: bool) -> str:
+    if not valid:
+        # The value itself is not repeated: it may be anything a JobQueue's author wrote.
+        raise UnsafeName(f"{what} is not a valid Kubernetes name; refusing to build an API path from it")
+    # Valid names hold no `/`, `%` or `.`-only segments; quoting with nothing kept safe is a second wall.
+    return quote(value, safe="")
+
+
 def _path(kind: str, namespace: str, name: str | None = None) -> str:
+    """The API path for a namespaced object. Every segment must be a valid Kubernetes name."""
     prefix, plural = RESOURCES[kind]
-    path = f"{prefix}/namespaces/{quote(namespace)}/{plural}"
-    return f"{path}/{quote(name)}" if name else path
+    path = f"{prefix}/namespaces/{_segment(namespace, 'namespace', is_dns1123_label(namespace))}/{plural}"
+    if name is None:
+        return path
+    return f"{path}/{_segment(name, f'{kind} name', is_dns1123_subdomain(name))}"
+
+
+def _api_message(body: object) -> str:
+    """The `message` of a Status answer, else its first 500 characters (never a whole object)."""
+    text = body.decode(errors="replace") if isinstance(body, bytes) else str(body or "")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text[:500]
+    return str(parsed.get("message") or text[:500]) if isinstance(parsed, dict) else text[:500]
 
 
 class Kube:
@@ -138,7 +165,7 @@ class Kube:
             )
             response.read()  # type: ignore[no-untyped-call]
         except k8s_client.ApiException as exc:
-            raise KubeError(exc.status or 0, str(exc.reason or "ApiException"), str(exc.body or "")) from None
+            raise KubeError(exc.status or 0, str(exc.reason or "ApiException"), _api_message(exc.body)) from None
         except Exception as exc:  # urllib3 connection errors and the like
             raise KubeError(0, type(exc).__name__, str(exc)) from None
         text = response.data.decode() if response.data else ""
@@ -184,18 +211,34 @@ class Kube:
         )
         return "patched"
 
-    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
-        """The decoded value, or None when the Secret or its key is missing."""
-        secret = self.get("Secret", namespace, name)
+    def read_secret(self, namespace: str, name: str) -> k8s_client.V1Secret | None:
+        """One Secret in `namespace`, by the typed client call (which encodes its path parameters);
+        None when it does not exist. Names are checked first, as in every other path."""
+        _segment(namespace, "namespace", is_dns1123_label(namespace))
+        _segment(name, "Secret name", is_dns1123_subdomain(name))
+        try:
+            return k8s_client.CoreV1Api(self.api).read_namespaced_secret(name, namespace, _request_timeout=self.timeout)
+        except k8s_client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise KubeError(exc.status or 0, str(exc.reason or "ApiException"), _api_message(exc.body)) from None
+        except Exception as exc:  # urllib3 connection errors and the like
+            raise KubeError(0, type(exc).__name__, str(exc)) from None
+
+    def read_secret_bytes(self, namespace: str, name: str, key: str) -> bytes | None:
+        """The decoded bytes under `key`, or None when the Secret or its key is missing."""
+        secret = self.read_secret(namespace, name)
         if secret is None:
             return None
-        if key in (secret.get("stringData") or {}):  # only ever seen on emulators, never stored
-            return str(secret["stringData"][key])
-        raw = (secret.get("data") or {}).get(key)
-        return base64.b64decode(raw).decode() if raw is not None else None
-
-    def secret_exists(self, namespace: str, name: str) -> bool:
-        return self.get("Secret", namespace, name) is not None
+        if secret.string_data and key in secret.string_data:  # only ever seen on emulators, never stored
+            return str(secret.string_data[key]).encode()
+        raw = (secret.data or {}).get(key)
+        if raw is None:
+            return None
+        try:
+            return base64.b64decode(raw, validate=True)
+        except ValueError:
+            raise KubeError(0, "InvalidSecretData", f"Secret {name} key {key!r} is not base64") from None
 
     def deployment_replicas(self, namespace: str, name: str) -> int | None:
         deployment = self.get("Deployment", namespace, name)

@@ -8,9 +8,10 @@ Kubernetes deletes them with it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
-from pgwork.operator.spec import API_VERSION, KIND, JobQueueSpec, check_name, parse_spec
+from pgwork.operator.spec import API_VERSION, KIND, JobQueueSpec, SecretRef, check_name, parse_spec
 
 Manifest = dict[str, Any]
 
@@ -71,15 +72,18 @@ def _metadata(body: Mapping[str, Any], name: str, component: str) -> dict[str, A
     }
 
 
-def _seconds(value: float) -> str:
-    return f"{value:g}s"
+def seconds_flag(value: float) -> str:
+    """`value` seconds as a duration flag that parses back to exactly `value`: the shortest
+    decimal that round-trips (repr), written without an exponent. `%g` kept six digits, so a
+    valid spec (lease 100.0004s, heartbeat 33.33346s) became flags the worker refuses."""
+    text = format(Decimal(repr(float(value))), "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{text}s"
 
 
-def database_env(spec: JobQueueSpec) -> dict[str, Any]:
-    return {
-        "name": "DATABASE_URL",
-        "valueFrom": {"secretKeyRef": {"name": spec.database.secret_name, "key": spec.database.secret_key}},
-    }
+def database_env(ref: SecretRef) -> dict[str, Any]:
+    return {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
 
 
 def worker_args(spec: JobQueueSpec) -> list[str]:
@@ -96,9 +100,9 @@ def worker_args(spec: JobQueueSpec) -> list[str]:
         "--concurrency",
         str(spec.worker.concurrency),
         "--lease",
-        _seconds(spec.lease.duration_seconds),
+        seconds_flag(spec.lease.duration_seconds),
         "--heartbeat",
-        _seconds(spec.lease.heartbeat_seconds),
+        seconds_flag(spec.lease.heartbeat_seconds),
         "--metrics-port",
         str(spec.worker.metrics_port),
         "--grace",
@@ -141,7 +145,7 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
     name = body["metadata"]["name"]
     w = spec.worker
     env = [
-        database_env(spec),
+        database_env(spec.database.workers),
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         *[dict(e) for e in w.env],
     ]
@@ -170,7 +174,8 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
         "containers": [_hardened(container)],
     }
     if spec.database.migrate:
-        # Safe from many pods at once: migrations take an advisory lock and run once.
+        # Safe from many pods at once: migrations take an advisory lock and run once. With the
+        # schema owner's own Secret, the workers' credentials need no DDL rights.
         pod_spec["initContainers"] = [
             _hardened(
                 {
@@ -179,7 +184,7 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
                     "imagePullPolicy": w.image_pull_policy,
                     "command": ["pgwork"],
                     "args": ["migrate"],
-                    "env": [database_env(spec)],
+                    "env": [database_env(spec.database.migrations)],
                 }
             )
         ]
@@ -245,6 +250,8 @@ def _cronjob(
                         "spec": _hardened_pod(
                             {
                                 "restartPolicy": "Never",
+                                # The reaper and prune never call the Kubernetes API: no token to steal.
+                                "automountServiceAccountToken": False,
                                 **(
                                     {"serviceAccountName": spec.worker.service_account_name}
                                     if spec.worker.service_account_name
@@ -258,7 +265,7 @@ def _cronjob(
                                             "imagePullPolicy": spec.worker.image_pull_policy,
                                             "command": ["pgwork"],
                                             "args": args,
-                                            "env": [database_env(spec)],
+                                            "env": [database_env(spec.database.maintenance)],
                                             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
                                         }
                                     )
@@ -276,7 +283,7 @@ def render_reaper(body: Mapping[str, Any], spec: JobQueueSpec) -> Manifest:
     r = spec.reaper
     args = ["reap"]
     if r.loop_seconds:
-        args += ["--loop-for", _seconds(r.loop_seconds), "--every", _seconds(r.every_seconds)]
+        args += ["--loop-for", seconds_flag(r.loop_seconds), "--every", seconds_flag(r.every_seconds)]
     return _cronjob(
         body,
         spec,

@@ -14,6 +14,7 @@ from typing import Any
 
 from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
+from pgwork.operator import kubenames
 
 GROUP = "pgwork.dev"
 VERSION = "v1alpha1"
@@ -22,8 +23,8 @@ KIND = "JobQueue"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 # Owned object names add at most "-metrics" (8) to the JobQueue's name; CronJob names must stay
-# within 52 characters (the controller appends an 11-character suffix to Job names).
-MAX_NAME_LENGTH = 45
+# within 52 characters (the controller appends an 11-character suffix to Job names): 52 - len("-reaper").
+MAX_NAME_LENGTH = kubenames.CRONJOB_NAME_MAX - len("-reaper")
 
 # The values the CRD fills in when a field is left out; tests check crd.yaml says the same.
 DEFAULTS: dict[str, Any] = {
@@ -48,20 +49,34 @@ DEFAULTS: dict[str, Any] = {
     "retention": {"enabled": True, "olderThan": "7d", "schedule": "17 3 * * *"},
 }
 
-JOB_TYPE_PATTERN = r"^[^,\s]+$"
+# Job types and the handler module reach the worker as command-line arguments. A job type starts
+# with a letter, digit or `_` (never `-`, which argparse would read as a flag) and holds no comma
+# (the list separator), space, `$` or parentheses (the kubelet expands `$(VAR)` in arguments).
+JOB_TYPE_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.:/@+=-]*"
+JOB_TYPE_MAX = 200
+# What `pgwork worker --app` imports: a dotted module path (the worker's own rule).
+APP_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+APP_MAX = 200
+# The age `pgwork prune --older-than` takes, always with a unit (a bare number is not an age).
+OLDER_THAN_PATTERN = r"([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+"
+# The shape of a schedule; its fields are then checked one by one (the CRD checks the same ranges
+# with one long pattern, and tests/operator/test_operator_crd.py holds both to one table).
+SCHEDULE_PATTERN = r"@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\s]+([ \t]+[^\s]+){4}"
+_IMAGE = re.compile(r"[^\s\x00-\x1f\x7f]+")
 CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 _MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
 _DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
-# (name, low, high, names that stand for numbers)
+# (name, low, high, names that stand for numbers): the bounds of the parser the CronJob controller
+# uses (robfig/cron v3 ParseStandard), whose day of week is 0-6 (7 is refused).
 _CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),
     ("month", 1, 12, {m: i + 1 for i, m in enumerate(_MONTHS)}),
-    ("day of week", 0, 7, {d: i for i, d in enumerate(_DAYS)}),
+    ("day of week", 0, 6, {d: i for i, d in enumerate(_DAYS)}),
 )
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DIGITS = re.compile(r"[0-9]{1,2}")
+SCHEDULE_MAX = 200
 _RESERVED_ENV = frozenset({"DATABASE_URL", "POD_NAME"})
 
 
@@ -69,11 +84,35 @@ class SpecError(InvalidArgument):
     """A JobQueue spec the operator refuses; `field` is the path, e.g. spec.lease.heartbeatSeconds."""
 
 
+def _shown(value: Any) -> str:
+    """A bad value as quoted in a message: repr (so a newline shows as \\n), cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A key of a Secret in the JobQueue's own namespace; `field` is where the spec names it."""
+
+    name: str
+    key: str
+    field: str
+
+
 @dataclass(frozen=True)
 class DatabaseSpec:
     secret_name: str
     secret_key: str
     migrate: bool
+    # One Secret per role when given (schema owner, workers, reaper and prune); each falls back to
+    # secretName/secretKey, which the operator itself also reads the backlog with.
+    migrations: SecretRef
+    workers: SecretRef
+    maintenance: SecretRef
+
+    @property
+    def default(self) -> SecretRef:
+        return SecretRef(self.secret_name, self.secret_key, "spec.database.secretName")
 
 
 @dataclass(frozen=True)
@@ -162,7 +201,19 @@ class _Reader:
                 raise SpecError(self.field(name), "is required", fix or "set it")
             return None
         if not isinstance(value, str) or not value.strip():
-            raise SpecError(self.field(name), f"must be a non-empty string, got {value!r}", fix or "set a value")
+            raise SpecError(self.field(name), f"must be a non-empty string, got {_shown(value)}", fix or "set a value")
+        return value
+
+    def matching(self, name: str, rule: str, max_length: int, fix: str, *, required: bool = False) -> str | None:
+        """A string that must match `rule` whole (fullmatch: no trailing newline slips through)."""
+        value = self.string(name, required=required, fix=fix)
+        if value is not None and (len(value) > max_length or not re.fullmatch(rule, value)):
+            raise SpecError(self.field(name), f"{_shown(value)} is not allowed here", fix)
+        return value
+
+    def checked(self, name: str, valid: bool, value: str | None, fix: str) -> str | None:
+        if value is not None and not valid:
+            raise SpecError(self.field(name), f"{_shown(value)} is not allowed here", fix)
         return value
 
     def integer(self, name: str, low: int, high: int, fix: str) -> int:
@@ -200,42 +251,48 @@ class _Reader:
 
 
 def check_cron(schedule: str, field: str) -> str:
-    """A CronJob schedule: five fields (minute hour day-of-month month day-of-week) or a macro."""
-    text = schedule.strip()
+    """A CronJob schedule the API server and the CronJob controller both accept: five fields
+    (minute hour day-of-month month day-of-week) within the controller's ranges, or a macro."""
     fix = "write five fields such as '*/5 * * * *', or @hourly/@daily"
-    if text.startswith("@"):
-        if text not in CRON_MACROS:
-            raise SpecError(field, f"{schedule!r}: unknown macro", f"use one of {sorted(CRON_MACROS)}")
-        return text
-    parts = text.split()
-    if len(parts) != 5:
-        raise SpecError(field, f"{schedule!r} has {len(parts)} fields, a schedule has 5", fix)
-    for part, (name, low, high, names) in zip(parts, _CRON_FIELDS, strict=True):
+    if schedule.startswith("@"):
+        if schedule not in CRON_MACROS:
+            raise SpecError(field, f"{_shown(schedule)}: unknown macro", f"use one of {sorted(CRON_MACROS)}")
+        return schedule
+    if len(schedule) > SCHEDULE_MAX:
+        raise SpecError(field, f"is {len(schedule)} characters long", f"at most {SCHEDULE_MAX}; {fix}")
+    if not re.fullmatch(SCHEDULE_PATTERN, schedule) or not schedule.isascii():
+        count = len(schedule.split())
+        problem = f"has {count} fields, a schedule has 5" if count != 5 else "is not five fields separated by spaces"
+        raise SpecError(field, f"{_shown(schedule)} {problem}", fix)
+    for part, (name, low, high, names) in zip(schedule.split(), _CRON_FIELDS, strict=True):
         for item in part.split(","):
             _check_cron_item(item, name, low=low, high=high, names=names, field=field, schedule=schedule)
-    return text
+    return schedule
 
 
 def _check_cron_item(
     item: str, name: str, *, low: int, high: int, names: Mapping[str, int], field: str, schedule: str
 ) -> None:
     def bad(problem: str) -> SpecError:
-        return SpecError(field, f"{schedule!r}: {name} {problem}", f"use values {low}-{high}, *, a-b, */n or lists")
+        return SpecError(
+            field, f"{_shown(schedule)}: {name} {problem}", f"use values {low}-{high}, *, a-b, */n or lists"
+        )
 
     def number(text: str) -> int:
         upper = text.upper()
         if upper in names:
             return names[upper]
-        if not text.isdigit():
-            raise bad(f"{text!r} is not a number")
+        # Not str.isdigit(): that accepts '²' and other digits int() and the controller refuse.
+        if not _DIGITS.fullmatch(text):
+            raise bad(f"{_shown(text)} is not a number")
         value = int(text)
         if not low <= value <= high:
             raise bad(f"{value} is outside {low}-{high}")
         return value
 
     base, _, step = item.partition("/")
-    if step and (not step.isdigit() or int(step) == 0):
-        raise bad(f"step {step!r} must be a whole number above 0")
+    if step and (not _DIGITS.fullmatch(step) or not 1 <= int(step) <= high + 1):
+        raise bad(f"step {_shown(step)} must be a whole number from 1 to {high + 1}")
     if base in ("*", "?"):
         if base == "?" and name not in ("day of month", "day of week"):
             raise bad("'?' is allowed only for day of month and day of week")
@@ -243,7 +300,32 @@ def _check_cron_item(
     start, dash, end = base.partition("-")
     first = number(start)
     if dash and number(end) < first:
-        raise bad(f"range {base!r} runs backwards")
+        raise bad(f"range {_shown(base)} runs backwards")
+
+
+def _secret_ref(db: _Reader, name: str, default: SecretRef) -> SecretRef:
+    """spec.database.<name>: {name, key}, or the default Secret when left out."""
+    raw = db.raw.get(name)
+    if raw is None:
+        return default
+    ref = _Reader(raw, db.field(name), {"key": "dsn"})
+    secret = ref.string("name", required=True, fix=_NAME_FIX)
+    ref.checked("name", kubenames.is_dns1123_subdomain(secret), secret, _NAME_FIX)
+    key = ref.string("key")
+    ref.checked("key", kubenames.is_secret_key(key), key, _KEY_FIX)
+    unknown = sorted(set(ref.raw) - {"name", "key"})
+    if unknown:
+        raise SpecError(ref.field(unknown[0]), "is not a field here", "give only name and key")
+    assert secret is not None and key is not None
+    return SecretRef(secret, key, ref.field("name"))
+
+
+_NAME_FIX = (
+    "name a Secret in the JobQueue's own namespace: at most 253 lower-case letters, digits, '-' and '.' "
+    "(a DNS-1123 subdomain, no '/')"
+)
+_KEY_FIX = "name a key of the Secret: at most 253 letters, digits, '-', '_' and '.', e.g. dsn"
+ROLE_SECRETS = ("migrationsSecret", "workersSecret", "maintenanceSecret")
 
 
 def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
@@ -258,19 +340,38 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
             "spec.database", "must not hold a connection string", "put it in a Secret and set database.secretName"
         )
     secret_name = db.string("secretName", required=True, fix="name the Secret that holds the DSN")
-    assert secret_name is not None
+    db.checked("secretName", kubenames.is_dns1123_subdomain(secret_name), secret_name, _NAME_FIX)
     secret_key = db.string("secretKey")
-    assert secret_key is not None
-    database = DatabaseSpec(secret_name, secret_key, db.boolean("migrate"))
+    db.checked("secretKey", kubenames.is_secret_key(secret_key), secret_key, _KEY_FIX)
+    assert secret_name is not None and secret_key is not None
+    unknown = sorted(set(db.raw) - {"secretName", "secretKey", "migrate", *ROLE_SECRETS})
+    if unknown:
+        raise SpecError(f"spec.database.{unknown[0]}", "is not a field of spec.database", "see the JobQueue reference")
+    default = SecretRef(secret_name, secret_key, "spec.database.secretName")
+    database = DatabaseSpec(
+        secret_name,
+        secret_key,
+        db.boolean("migrate"),
+        migrations=_secret_ref(db, "migrationsSecret", default),
+        workers=_secret_ref(db, "workersSecret", default),
+        maintenance=_secret_ref(db, "maintenanceSecret", default),
+    )
 
     job_types = root.raw.get("jobTypes")
     if not isinstance(job_types, list) or not job_types:
         raise SpecError("spec.jobTypes", "must list at least one job type", 'e.g. jobTypes: ["ocr"]')
     seen: set[str] = set()
     for i, job_type in enumerate(job_types):
-        if not isinstance(job_type, str) or not re.match(JOB_TYPE_PATTERN, job_type) or len(job_type) > 200:
+        if (
+            not isinstance(job_type, str)
+            or len(job_type) > JOB_TYPE_MAX
+            or not re.fullmatch(JOB_TYPE_PATTERN, job_type)
+        ):
             raise SpecError(
-                f"spec.jobTypes[{i}]", f"{job_type!r} is not a job type", "1-200 characters, no commas or spaces"
+                f"spec.jobTypes[{i}]",
+                f"{_shown(job_type)} is not a job type",
+                f"1-{JOB_TYPE_MAX} characters: letters, digits and _ . : / @ + = -, starting with a letter, "
+                "digit or _ (no commas, spaces, $ or parentheses; a leading - would read as a flag)",
             )
         if job_type in seen:
             raise SpecError(f"spec.jobTypes[{i}]", f"{job_type!r} is listed twice", "list each job type once")
@@ -311,9 +412,15 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     older_than = rt.string("olderThan")
     assert older_than is not None
     try:
+        if not re.fullmatch(OLDER_THAN_PATTERN, older_than):
+            raise ValueError(older_than)
         parse_duration(older_than, "spec.retention.olderThan")
-    except ValueError as exc:
-        raise SpecError("spec.retention.olderThan", f"{older_than!r} is not a duration", "e.g. 7d, 36h") from exc
+    except ValueError:
+        raise SpecError(
+            "spec.retention.olderThan",
+            f"{_shown(older_than)} is not a duration with a unit",
+            "e.g. 7d, 36h, 90m; a bare number is refused (seconds or days?)",
+        ) from None
     retention_schedule = rt.string("schedule")
     assert retention_schedule is not None
     retention = RetentionSpec(
@@ -329,11 +436,23 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
 
 def _parse_worker(w: _Reader) -> WorkerSpec:
     image = w.string("image", required=True, fix="name the worker image, e.g. registry.example/ocr:1.2")
+    w.checked(
+        "image",
+        image is not None and bool(_IMAGE.fullmatch(image)),
+        image,
+        "an image reference without spaces or control characters",
+    )
     assert image is not None
     pull = w.string("imagePullPolicy")
     if pull not in ("Always", "IfNotPresent", "Never"):
         raise SpecError(w.field("imagePullPolicy"), f"{pull!r} is not a pull policy", "Always, IfNotPresent or Never")
-    app = w.string("app")
+    app = w.matching(
+        "app",
+        APP_PATTERN,
+        APP_MAX,
+        "the dotted Python module holding the handlers, as `pgwork worker --app` imports it, e.g. myapp.jobs "
+        "(letters, digits and _ in each part; no -, /, : or leading digit)",
+    )
     command = w.strings("command")
     assert command is not None
     if not command:
@@ -350,8 +469,12 @@ def _parse_worker(w: _Reader) -> WorkerSpec:
         raise SpecError(w.field("env"), "must be a list of {name, value} entries", "see a Pod's env")
     for i, entry in enumerate(env):
         name = entry.get("name") if isinstance(entry, Mapping) else None
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise SpecError(f"{w.field('env')}[{i}].name", f"{name!r} is not a variable name", "e.g. LOG_LEVEL")
+        if not kubenames.is_env_name(name):
+            raise SpecError(
+                f"{w.field('env')}[{i}].name",
+                f"{_shown(name)} is not a variable name",
+                "letters, digits, '_', '-' and '.', not starting with a digit, e.g. LOG_LEVEL",
+            )
         if name in _RESERVED_ENV:
             raise SpecError(
                 f"{w.field('env')}[{i}].name",
@@ -362,8 +485,12 @@ def _parse_worker(w: _Reader) -> WorkerSpec:
     if not isinstance(resources, Mapping):
         raise SpecError(w.field("resources"), "must be an object", "e.g. {requests: {cpu: 500m}}")
     sa = w.string("serviceAccountName")
-    if sa is not None and not _DNS_LABEL.match(sa):
-        raise SpecError(w.field("serviceAccountName"), f"{sa!r} is not a valid name", "lower-case letters, digits, -")
+    w.checked(
+        "serviceAccountName",
+        kubenames.is_dns1123_subdomain(sa),
+        sa,
+        "a ServiceAccount in the JobQueue's namespace: lower-case letters, digits, '-' and '.'",
+    )
     return WorkerSpec(
         image=image,
         image_pull_policy=pull,
@@ -400,10 +527,15 @@ def _parse_scaling(s: _Reader) -> ScalingSpec:
 
 
 def check_name(name: Any) -> str:
-    if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > MAX_NAME_LENGTH:
+    """A JobQueue name every owned object's name can be made from: the metrics Service
+    (`NAME-metrics`) is an RFC 1035 label, so it starts with a letter; the CronJobs
+    (`NAME-reaper`, `NAME-prune`) stay within 52 characters; labels carry the name as it is."""
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not kubenames.DNS1035_LABEL.fullmatch(name):
         raise SpecError(
             "metadata.name",
-            f"{name!r} is not usable",
-            f"at most {MAX_NAME_LENGTH} lower-case letters, digits and '-' (owned objects append suffixes)",
+            f"{_shown(name)} is not usable",
+            f"at most {MAX_NAME_LENGTH} lower-case letters, digits and '-', starting with a letter "
+            "(the metrics Service NAME-metrics must start with a letter; the CronJob NAME-reaper "
+            "must stay within 52 characters)",
         )
     return name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from pgwork import sql_files
 from pgwork.models import NewJob
 from pgwork.queue import Queue
+from tests.support.plans import plan_nodes
 
 
 def test_claim_one_is_claim_with_the_limit_fixed_at_one() -> None:
@@ -18,8 +20,8 @@ def test_claim_one_is_claim_with_the_limit_fixed_at_one() -> None:
     )[1].replace("LIMIT %(limit)s", "LIMIT 1")
 
 
-def _generic_plan(dsn: str, name: str, limit: int) -> str:
-    """EXPLAIN ANALYZE of the statement's generic plan (what a prepared statement may settle on)."""
+def _generic_plan(dsn: str, name: str, limit: int) -> dict[str, Any]:
+    """EXPLAIN ANALYZE (as JSON) of the statement's generic plan (what a prepared statement may settle on)."""
     text = sql_files.query(name)
     for param, positional in (("owner", "$1"), ("now", "$2"), ("lease", "$3"), ("job_types", "$4"), ("limit", "$5")):
         text = text.replace(f"%({param})s", positional)
@@ -27,10 +29,11 @@ def _generic_plan(dsn: str, name: str, limit: int) -> str:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.execute(f"PREPARE claim_probe (text, timestamptz, float8, text[], int) AS {text}")
         with conn.transaction(force_rollback=True):
-            rows = conn.execute(
-                f"EXPLAIN (ANALYZE) EXECUTE claim_probe('w', NULL, 30, '{{t}}', {int(limit)})"
-            ).fetchall()
-    return "\n".join(str(r[0]) for r in rows)
+            row = conn.execute(
+                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe('w', NULL, 30, '{{t}}', {int(limit)})"
+            ).fetchone()
+    assert row is not None
+    return dict(row[0][0]["Plan"])
 
 
 @pytest.mark.parametrize(("name", "limit"), [("claim_one", 1), ("claim", 1), ("claim", 50)])
@@ -39,9 +42,11 @@ def test_prepared_claims_never_scan_the_whole_table(queue: Queue, name: str, lim
     with psycopg.connect(queue.dsn, autocommit=True) as conn:
         conn.execute("ANALYZE pgwork.jobs")
     plan = _generic_plan(queue.dsn, name, limit)
-    assert "Seq Scan" not in plan, plan
-    assert "Index Scan using jobs_claim_idx" in plan, plan
-    assert f"rows={limit} loops=1" in plan.split("\n")[0], plan
+    scans = [(node["Node Type"], node.get("Index Name")) for node in plan_nodes(plan)]
+    assert not any(kind == "Seq Scan" for kind, _ in scans), scans
+    assert ("Index Scan", "jobs_claim_idx") in scans, scans
+    # PostgreSQL 18 reports actual rows as a fraction (1.00), earlier versions as an integer.
+    assert (float(plan["Actual Rows"]), plan["Actual Loops"]) == (limit, 1), plan
 
 
 def test_claiming_one_at_a_time_keeps_order_types_and_schedule(queue: Queue) -> None:

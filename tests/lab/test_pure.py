@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from pgwork.errors import InvalidArgument
-from pgwork.lab import claims, drain, report, results
-from pgwork.lab.fleet import WorkerReport, WorkerSpec, _claimed
-from pgwork.lab.history import claim_scan, describe_plan, find_buffers
-from pgwork.lab.labdb import LabDatabase
-from pgwork.lab.results import Measurement, Row
-from pgwork.lab.stats import duplicates, pct_of_linear, percentile
+from pgwork.tools.lab import claims, drain, pivot, report, results
+from pgwork.tools.lab.claimers import WorkerReport, WorkerSpec, _claimed
+from pgwork.tools.lab.history import claim_scan, describe_plan, find_buffers
+from pgwork.tools.lab.labdb import LabDatabase
+from pgwork.tools.lab.results import Measurement, Row
+from pgwork.tools.lab.stats import duplicates, pct_of_linear, percentile
 
 
 @pytest.mark.parametrize(
@@ -114,9 +114,9 @@ def test_select_prefers_the_newest_full_run_over_a_newer_quick_one() -> None:
         _row("3", "quick", "claims", "a", "1", "m", "3"),
         _row("4", "quick", "drain", "a", "1", "m", "4"),
     ]
-    assert [r.value for r in report.select(rows, "claims")] == ["2"]
-    assert [r.value for r in report.select(rows, "drain")] == ["4"]
-    assert report.select(rows, "held") == []
+    assert [r.value for r in pivot.select(rows, "claims")] == ["2"]
+    assert [r.value for r in pivot.select(rows, "drain")] == ["4"]
+    assert pivot.select(rows, "held") == []
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_select_prefers_the_newest_full_run_over_a_newer_quick_one() -> None:
      ("2", "s", "2.00"), ("0", "", "0")],
 )  # fmt: skip
 def test_fmt(value: str, unit: str, expected: str) -> None:
-    assert report.fmt(value, unit) == expected
+    assert pivot.fmt(value, unit) == expected
 
 
 def _full_claims(p50: str, pct: str) -> list[Row]:

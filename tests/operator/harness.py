@@ -7,13 +7,11 @@ user agent, so the API-call log can tell test requests from the operator's).
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
-import json
 import threading
-import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
 import jsonpatch
@@ -22,11 +20,12 @@ from kubernetes import client as k8s_client
 
 from pgwork.operator.handlers import OperatorOptions, run_operator
 from pgwork.operator.kube import Kube, KubeError
+from pgwork.operator.permissions import denied, load_rules, required_permissions
 from pgwork.operator.spec import GROUP, VERSION
+from tests.support.waiting import wait_for
 
 T = TypeVar("T")
 TEST_AGENT = "pgwork-tests"
-API_CALLS_FILE = Path(__file__).parent / "api_calls.json"
 
 RESOURCES: dict[str, dict[str, Any]] = {
     f"{GROUP}/{VERSION}/jobqueues": {
@@ -48,20 +47,8 @@ RESOURCES: dict[str, dict[str, Any]] = {
 }
 
 
-def eventually(check: Callable[[], T | None], *, timeout: float = 15.0, interval: float = 0.05, what: str = "") -> T:
-    """Poll `check` until it returns something truthy; fail after `timeout` with the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except (KubeError, KeyError, IndexError, TypeError, AssertionError) as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or check}: last {last!r}")
+# The operator's objects appear, change and vanish asynchronously: a missing object or field is "not yet".
+eventually = functools.partial(wait_for, tolerate=(KubeError, KeyError, IndexError, TypeError, AssertionError))
 
 
 class _Emulator(kmock.KubernetesEmulator):  # type: ignore[misc]
@@ -226,13 +213,16 @@ def _verb(request: Any) -> str:
 
 
 def record_calls(calls: list[dict[str, Any]]) -> None:
-    """Merge into tests/operator/api_calls.json (distinct verb/group/resource rows, sorted)."""
-    rows = {(c["verb"], c["group"], c["resource"]) for c in calls}
-    if API_CALLS_FILE.exists():
-        rows |= {(r["verb"], r["group"], r["resource"]) for r in json.loads(API_CALLS_FILE.read_text())}
-    API_CALLS_FILE.write_text(
-        json.dumps([{"verb": v, "group": g, "resource": r} for v, g, r in sorted(rows)], indent=1) + "\n"
-    )
+    """Check the API calls the operator made in this run against rbac.yaml, when they are made.
+
+    Called at each emulator's teardown, so a call the ClusterRole would refuse fails the run that
+    made it (as a teardown error naming the call) instead of being compared with an old record.
+    """
+    made = sorted({(c["group"], c["resource"], c["verb"]) for c in calls})
+    refused = denied(made, load_rules())
+    assert not refused, f"the operator made API calls that pgwork/operator/rbac.yaml does not allow: {refused}"
+    unlisted = sorted(set(made) - required_permissions())
+    assert not unlisted, f"the operator made API calls missing from permissions.required_permissions(): {unlisted}"
 
 
 class OperatorThread:

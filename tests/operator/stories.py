@@ -23,7 +23,8 @@ def create_namespace(client: Kube, namespace: str) -> None:
     )
 
 
-def create_secret(client: Kube, namespace: str, name: str, dsn: str, key: str = "dsn") -> None:
+def create_secret(client: Kube, namespace: str, name: str, dsn: str | bytes, key: str = "dsn") -> None:
+    raw = dsn if isinstance(dsn, bytes) else dsn.encode()
     client.request(
         "POST",
         f"/api/v1/namespaces/{namespace}/secrets",
@@ -32,7 +33,7 @@ def create_secret(client: Kube, namespace: str, name: str, dsn: str, key: str = 
             "kind": "Secret",
             "metadata": {"name": name, "namespace": namespace},
             "type": "Opaque",
-            "data": {key: base64.b64encode(dsn.encode()).decode()},
+            "data": {key: base64.b64encode(raw).decode()},
         },
     )
 

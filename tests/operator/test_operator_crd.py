@@ -11,6 +11,7 @@ from typing import Any
 import celpy
 import jsonschema
 import pytest
+import re2
 import yaml
 
 from pgwork.operator.spec import DEFAULTS, SpecError, check_name, parse_spec
@@ -80,10 +81,20 @@ def cel_failures(schema: dict[str, Any], value: Any) -> list[str]:
     return failures
 
 
+def _re2_pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
+    """`pattern` as the API server evaluates it (Go's RE2): Python's `re` lets `$` match before a
+    trailing newline, which would make this test accept what a cluster refuses."""
+    if isinstance(instance, str) and not re2.search(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+SchemaValidator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"pattern": _re2_pattern})
+
+
 def api_server_verdict(spec: dict[str, Any], name: str = "ocr") -> list[str]:
     obj = apply_defaults(SCHEMA, {"apiVersion": "pgwork.dev/v1alpha1", "kind": "JobQueue",
                                   "metadata": {"name": name}, "spec": copy.deepcopy(spec)})  # fmt: skip
-    errors = [e.message for e in jsonschema.Draft7Validator(plain(SCHEMA)).iter_errors(obj)]
+    errors = [e.message for e in SchemaValidator(plain(SCHEMA)).iter_errors(obj)]
     # Unknown fields: a structural schema prunes them; kubectl's strict validation rejects them.
     db = obj["spec"].get("database") or {}
     errors += [
@@ -136,6 +147,39 @@ AGREED = [  # (case, spec, valid)
     ("bad olderThan", spec_with("retention", olderThan="a week"), False),
     ("replicas negative", {**BASE, "replicas": -1}, False),
     ("replicas set", {**BASE, "replicas": 3}, True),
+    # Strings that become API paths, object names, arguments: the rule Kubernetes or the worker applies.
+    ("secret path traversal", spec_with("database", secretName="../../kube-system/secrets/x"), False),
+    ("secret name with slash", spec_with("database", secretName="a/b"), False),
+    ("secret name upper case", spec_with("database", secretName="DB"), False),
+    ("secret name trailing newline", spec_with("database", secretName="db\n"), False),
+    ("secret name subdomain", spec_with("database", secretName="team-a.queue-db"), True),
+    ("secret name too long", spec_with("database", secretName="a" * 254), False),
+    ("secret key with slash", spec_with("database", secretKey="../dsn"), False),
+    ("secret key dot-dot", spec_with("database", secretKey="..dsn"), False),
+    ("secret key dot", spec_with("database", secretKey="."), False),
+    ("secret key ok", spec_with("database", secretKey="DATABASE_URL.v2"), True),
+    ("role secrets", spec_with("database", migrationsSecret={"name": "owner"}, maintenanceSecret={"name": "m"}), True),
+    ("role secret key", spec_with("database", workersSecret={"name": "w", "key": "u"}), True),
+    ("role secret traversal", spec_with("database", workersSecret={"name": "../x"}), False),
+    ("role secret without name", spec_with("database", maintenanceSecret={"key": "dsn"}), False),
+    ("job type as a flag", {**BASE, "jobTypes": ["-ocr"]}, False),
+    ("job type with space", {**BASE, "jobTypes": ["a b"]}, False),
+    ("job type with newline", {**BASE, "jobTypes": ["ocr\n"]}, False),
+    ("job type expanding $(VAR)", {**BASE, "jobTypes": ["$(POD_NAME)"]}, False),
+    ("job type dotted", {**BASE, "jobTypes": ["demo.extract_invoice", "lab-crash", "a/b:c"]}, True),
+    ("app with dash", spec_with("worker", app="my-app.jobs"), False),
+    ("app as a flag", spec_with("worker", app="--burst"), False),
+    ("app as a path", spec_with("worker", app="/srv/jobs.py"), False),
+    ("app with attr", spec_with("worker", app="myapp.jobs:registry"), False),
+    ("app trailing newline", spec_with("worker", app="myapp.jobs\n"), False),
+    ("app dotted", spec_with("worker", app="my_app.jobs2"), True),
+    ("image with space", spec_with("worker", image="img:1 --privileged"), False),
+    ("env name with space", spec_with("worker", env=[{"name": "A B", "value": "x"}]), False),
+    ("service account path", spec_with("worker", serviceAccountName="../default"), False),
+    ("olderThan bare number", spec_with("retention", olderThan="30"), False),
+    ("olderThan trailing newline", spec_with("retention", olderThan="7d\n"), False),
+    ("schedule newline separated", spec_with("reaper", schedule="* * *\n* *"), False),
+    ("schedule trailing newline", spec_with("reaper", schedule="* * * * *\n"), False),
 ]
 
 
@@ -147,10 +191,33 @@ def test_crd_and_operator_agree(case: str, spec: dict[str, Any], valid: bool) ->
     assert (operator is None) is valid, f"operator verdict for {case}: {operator}"
 
 
+SCHEDULES = [  # (schedule, valid for the CronJob controller)
+    ("* * * * *", True), ("*/5 * * * *", True), ("0 3 * * 1-5", True), ("15,45 */2 1 JAN-MAR sun", True),
+    ("0 0 ? * MON", True), ("@hourly", True), ("@daily", True), ("59 23 31 12 6", True), ("00 00 01 01 00", True),
+    ("0\t0 * * *", True), ("0 0 1-31/2 * *", True), ("0 0 * jan,Feb,MAR *", True), ("5 4 * * mon-FRI", True),
+    ("61 * * * *", False), ("* 24 * * *", False), ("* * 0 * *", False), ("* * 32 * *", False), ("* * * 13 *", False),
+    ("* * * 0 *", False), ("0 0 * * 7", False), ("0 ² * * *", False), ("٣ * * * *", False), ("? * * * *", False),
+    ("* * * * *\n", False), (" * * * * *", False), ("* * *\n* *", False), ("@hourly\n", False), ("@every 5m", False),
+    ("TZ=UTC 0 * * * *", False), ("0 3 * * * *", False), ("* * * *", False), ("", False), ("L * * * *", False),
+    ("0 0 1W * *", False), ("0 0 * * 5#3", False), ("*/100 * * * *", False), ("*/0 * * * *", False),
+    ("005 * * * *", False), ("x" * 201, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("schedule", "valid"), SCHEDULES, ids=[repr(s)[:40] for s, _ in SCHEDULES])
+def test_schedules_are_judged_alike_by_the_crd_and_the_operator(schedule: str, valid: bool) -> None:
+    for section in ("reaper", "retention"):
+        spec = spec_with(section, schedule=schedule)
+        assert (not api_server_verdict(spec)) is valid, (section, api_server_verdict(spec))
+        assert (operator_verdict(spec) is None) is valid, (section, operator_verdict(spec))
+
+
 @pytest.mark.parametrize(
     ("spec", "field"),
     [
-        (spec_with("reaper", schedule="61 * * * *"), "spec.reaper.schedule"),
+        (spec_with("reaper", schedule="5 4 * * sat-sun"), "spec.reaper.schedule"),
+        (spec_with("reaper", schedule="*/61 * * * *"), "spec.reaper.schedule"),
+        (spec_with("retention", schedule="0 0 5-1 * *"), "spec.retention.schedule"),
         ({**BASE, "jobTypes": ["ocr", "ocr"]}, "spec.jobTypes[1]"),
     ],
 )
@@ -160,8 +227,11 @@ def test_what_only_the_operator_catches(spec: dict[str, Any], field: str) -> Non
     assert verdict is not None and verdict.startswith(field)
 
 
-@pytest.mark.parametrize(("name", "valid"), [("a" * 45, True), ("a" * 46, False)])
-def test_name_length_rule(name: str, valid: bool) -> None:
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("a" * 45, True), ("a" * 46, False), ("ocr-2", True), ("2ocr", False), ("a.b", False), ("ocr\n", False)],
+)
+def test_name_rule(name: str, valid: bool) -> None:
     assert (not api_server_verdict(BASE, name)) is valid
     assert (operator_verdict(BASE, name) is None) is valid
 

@@ -67,3 +67,22 @@ def test_not_migrated(empty_dsn: str) -> None:
         QueueCache().get(("ns", "a"), empty_dsn)
     assert info.value.reason == "NotMigrated"
     assert "pgwork migrate" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"dbname": "Zq9Xv7Kw3Jp", "password": "Zq9Xv7Kw3Jp"},  # libpq: database "..." does not exist
+        {"sslmode": "Zq9Xv7Kw3Jp", "password": "Zq9Xv7Kw3Jp"},  # libpq: invalid sslmode value: "..."
+        {"user": "Zq9Xv7Kw3Jp-user", "password": "Zq9Xv7Kw3Jp-user"},  # libpq: role "..." does not exist
+    ],
+)
+def test_what_libpq_quotes_of_the_password_is_scrubbed(dsn: str, params: dict[str, str]) -> None:
+    wrong = psycopg.conninfo.make_conninfo(dsn, **params)
+    with pytest.raises(DatabaseProblem) as info:
+        QueueCache().get(("ns", "a"), wrong)
+    assert info.value.reason in ("AccessDenied", "InvalidDSN")
+    secret = params["password"]
+    runs = {secret[i : i + 4] for i in range(len(secret) - 3)}
+    assert not [r for r in runs if r in str(info.value)], str(info.value)
+    assert "***" in info.value.message

@@ -6,7 +6,7 @@ replicas, annotations, status, events), not what Kubernetes then does with it.
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 import pytest
 
@@ -17,6 +17,7 @@ from pgwork.operator.render import DELETION_COST
 from pgwork.queue import Queue
 from tests.operator import stories
 from tests.operator.harness import Emulator, OperatorThread, eventually
+from tests.support.waiting import stays
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +63,51 @@ def test_creates_owned_objects(operator: OperatorThread, client: Kube, namespace
     assert stories.condition(body, "Ready")["status"] == "True"
     assert body["status"]["pending"] == 0 and body["status"]["replicas"] == 1
     assert body["status"]["selector"] == "app.kubernetes.io/component=worker,pgwork.dev/jobqueue=ocr"
+
+
+def test_each_role_reads_its_own_secret_and_the_operator_only_the_default(
+    operator: OperatorThread, client: Kube, emulator: Emulator, namespace: str, dsn: str
+) -> None:
+    stories.create_secret(client, namespace, "queue-db", dsn)  # the operator's reads (a reader role)
+    database = {
+        "secretName": "queue-db",
+        "migrationsSecret": {"name": "queue-owner"},
+        "workersSecret": {"name": "queue-worker", "key": "url"},
+        "maintenanceSecret": {"name": "queue-maintainer"},
+    }
+    stories.create_jobqueue(client, namespace, "ocr", stories.spec(database=database))
+    eventually(
+        lambda: (
+            (stories.condition(stories.jobqueue(client, namespace, "ocr"), "DatabaseReachable") or {}).get("status")
+            == "True"
+        ),
+        what="DatabaseReachable=True with only the default Secret present",
+    )
+    deployment = stories.deployment(client, namespace, "ocr")
+    assert deployment is not None
+    pod = deployment["spec"]["template"]["spec"]
+
+    def secret_of(container: dict[str, Any]) -> dict[str, str]:
+        (env,) = [e for e in container["env"] if e["name"] == "DATABASE_URL"]
+        return dict(env["valueFrom"]["secretKeyRef"])
+
+    assert secret_of(pod["initContainers"][0]) == {"name": "queue-owner", "key": "dsn"}
+    assert secret_of(pod["containers"][0]) == {"name": "queue-worker", "key": "url"}
+    for cronjob in ("ocr-reaper", "ocr-prune"):
+        obj = client.get("CronJob", namespace, cronjob)
+        assert obj is not None
+        job_pod = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        assert secret_of(job_pod["containers"][0]) == {"name": "queue-maintainer", "key": "dsn"}
+        assert job_pod["automountServiceAccountToken"] is False
+    # The operator itself read only the default Secret, and only in this namespace.
+    reads = {
+        (r.namespace, r.name)
+        for r in list(iter(emulator.kmock))
+        if r.resource is not None
+        and r.resource.plural == "secrets"
+        and not r.headers.get("User-Agent", "").startswith("pgwork-tests")
+    }
+    assert {name for ns, name in reads if ns == namespace} == {"queue-db"}
 
 
 def _ready_jobqueue(client: Kube, namespace: str, name: str, dsn: str, **overrides: object) -> None:
@@ -205,12 +251,15 @@ def test_database_trouble_leaves_replicas_alone(
     )
     db = stories.condition(body, "DatabaseReachable")
     assert db["reason"] == reason
-    assert "password" not in db["message"]
+    # The value is not repeated (a value that is no DSN is secret as a whole); the expected shape is.
+    assert secret_dsn is None or secret_dsn not in db["message"]
+    if reason == "InvalidDSN":
+        assert "Secret " + namespace + "/queue-db key 'dsn'" in db["message"] and "postgresql://USER" in db["message"]
     assert stories.condition(body, "Ready")["status"] == "False"
     assert "replicas left at 3" in stories.condition(body, "Scaling")["message"]
     eventually(lambda: reason in stories.event_reasons(client, namespace, "ocr"), what=f"a {reason} event")
-    time.sleep(2.0)  # longer than the stabilization window: still no scale-down
-    assert stories.replicas(client, namespace, "ocr") == 3
+    # Longer than the stabilization window: still no scale-down.
+    stays(lambda: stories.replicas(client, namespace, "ocr") == 3, duration=2.0, what="replicas left at 3")
 
     # Fixed: it reconnects and scales on the true (empty) backlog again.
     if secret_dsn is None:
@@ -296,8 +345,7 @@ def test_invalid_spec_is_a_permanent_error_naming_the_field(
     assert ready["status"] == "False" and ready["message"].startswith(field + ":")
     assert "secret@" not in ready["message"]
     eventually(lambda: "InvalidSpec" in stories.event_reasons(client, namespace, "bad"), what="an InvalidSpec event")
-    time.sleep(0.5)
-    assert stories.deployment(client, namespace, "bad") is None
+    stays(lambda: stories.deployment(client, namespace, "bad") is None, duration=0.5, what="no Deployment")
 
 
 def test_every_call_so_far_is_allowed_by_rbac(operator: OperatorThread, emulator: Emulator) -> None:

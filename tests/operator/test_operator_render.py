@@ -7,7 +7,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from pgwork.operator.render import DELETION_COST, names, render_all, selector_string
+from pgwork.durations import parse_duration
+from pgwork.operator.render import DELETION_COST, names, render_all, seconds_flag, selector_string
 from pgwork.operator.spec import SpecError
 
 UID = "0b6f2d6e-1111-4a8e-9f3a-5c2a9c3f0001"
@@ -193,3 +194,111 @@ def test_every_pod_meets_the_restricted_pod_security_standard(overrides: dict[st
             # A read-only root needs somewhere writable for temporary files.
             assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
         assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in pod["volumes"]
+
+
+# ---------------------------------------------------------------- numbers and strings the worker parses
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0.1, 0.30000000000000004, 0.123456789, 7.5, 10.0, 33.33346, 100.0004, 1234.5678, 86399.999999, 86400.0,
+     1 / 3, 2.675, 1e-1, 3599.9999999999995],
+)  # fmt: skip
+def test_duration_flags_round_trip_exactly(value: float) -> None:
+    text = seconds_flag(value)
+    assert "e" not in text.lower().removesuffix("s") and text.endswith("s"), text
+    assert parse_duration(text) == value  # exactly, not nearly: %g kept six digits
+
+
+def _worker_options(manifests: list[dict[str, Any]]) -> Any:
+    """The rendered worker arguments, parsed by the real `pgwork worker` parser and option checks."""
+    from pgwork.cli import build_parser
+    from pgwork.worker.command import options_from_args
+
+    args = [a.replace("$(POD_NAME)", "ocr-worker-5d4f-abcde") for a in worker(manifests)["args"]]
+    return options_from_args(build_parser().parse_args(args))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        # %g rendered these as --lease 100s --heartbeat 33.3335s: more than a third, refused by the worker.
+        {"lease": {"durationSeconds": 100.0004, "heartbeatSeconds": 33.33346}},
+        {"lease": {"durationSeconds": 1.2345678, "heartbeatSeconds": 0.4115226}},
+        {"lease": {"durationSeconds": 86400, "heartbeatSeconds": 28800}},
+        {"lease": {"durationSeconds": 0.30000000000000004 * 10, "heartbeatSeconds": 0.1}},
+        {"jobTypes": ["_private", "a/b:c", "x@y+z=1", "demo.extract_invoice", "9lives"]},
+        {"worker": {"app": "_pkg.sub_mod2.jobs"}},
+    ],
+)
+def test_rendered_worker_arguments_parse_in_the_worker(overrides: dict[str, Any]) -> None:
+    spec = body(**overrides)["spec"]
+    options = _worker_options(render_all(body(**overrides)))
+    lease = spec.get("lease", {})
+    assert options.lease == float(lease.get("durationSeconds", 30))
+    assert options.heartbeat == float(lease.get("heartbeatSeconds", 10))
+    assert options.job_types == tuple(spec["jobTypes"])
+    assert options.app == spec["worker"]["app"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"jobTypes": ["-ocr"]}, "spec.jobTypes[0]"),
+        ({"jobTypes": ["--burst"]}, "spec.jobTypes[0]"),
+        ({"jobTypes": ["ocr", "$(DATABASE_URL)"]}, "spec.jobTypes[1]"),
+        ({"jobTypes": ["ocr\n"]}, "spec.jobTypes[0]"),
+        ({"worker": {"app": "my-app.jobs"}}, "spec.worker.app"),
+        ({"worker": {"app": "-m"}}, "spec.worker.app"),
+        ({"worker": {"app": "../jobs"}}, "spec.worker.app"),
+        ({"worker": {"app": "jobs\n"}}, "spec.worker.app"),
+        ({"worker": {"app": "jobs:app"}}, "spec.worker.app"),
+    ],
+)
+def test_arguments_the_worker_would_misread_are_refused_up_front(overrides: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as info:
+        render_all(body(**overrides))
+    assert info.value.field == field
+
+
+def test_maintenance_pods_mount_no_service_account_token() -> None:
+    for name, pod in _pod_specs(render_all(body(worker={"serviceAccountName": "ocr-sa"}))):
+        if name == "ocr-worker":
+            assert "automountServiceAccountToken" not in pod  # handlers may use the API
+        else:
+            assert pod["automountServiceAccountToken"] is False, name
+
+
+def _secret_refs(manifests: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """Container name → the Secret its DATABASE_URL comes from."""
+    refs = {}
+    for _, pod in _pod_specs(manifests):
+        for container in pod["containers"] + pod.get("initContainers", []):
+            (env,) = [e for e in container["env"] if e["name"] == "DATABASE_URL"]
+            refs[container["name"]] = env["valueFrom"]["secretKeyRef"]
+    return refs
+
+
+def test_one_secret_serves_every_role_by_default() -> None:
+    refs = _secret_refs(render_all(body()))
+    assert set(refs) == {"worker", "migrate", "reaper", "retention"}
+    assert all(ref == {"name": "db", "key": "url"} for ref in refs.values())
+
+
+def test_each_role_gets_its_own_secret_when_given() -> None:
+    database = {
+        "migrationsSecret": {"name": "queue-owner"},
+        "workersSecret": {"name": "queue-worker", "key": "uri"},
+        "maintenanceSecret": {"name": "queue-maintainer"},
+    }
+    refs = _secret_refs(render_all(body(database=database)))
+    assert refs == {
+        "migrate": {"name": "queue-owner", "key": "dsn"},
+        "worker": {"name": "queue-worker", "key": "uri"},
+        "reaper": {"name": "queue-maintainer", "key": "dsn"},
+        "retention": {"name": "queue-maintainer", "key": "dsn"},
+    }
+    partial = _secret_refs(render_all(body(database={"workersSecret": {"name": "queue-worker"}})))
+    assert partial["worker"] == {"name": "queue-worker", "key": "dsn"}
+    assert partial["migrate"] == partial["reaper"] == {"name": "db", "key": "url"}

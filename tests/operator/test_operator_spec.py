@@ -104,3 +104,137 @@ def test_jobqueue_names(name: str, ok: bool) -> None:
     else:
         with pytest.raises(SpecError, match=r"^metadata\.name: "):
             check_name(name)
+
+
+# Strings that become API paths, object names, arguments or cron fields: each must meet the rule
+# Kubernetes (or the worker's parser) applies, checked whole (a trailing newline is not a match).
+HOSTILE = [
+    ({"database": {"secretName": "../../kube-system/secrets/admin"}}, "spec.database.secretName"),
+    ({"database": {"secretName": "db/../../x"}}, "spec.database.secretName"),
+    ({"database": {"secretName": "db\n"}}, "spec.database.secretName"),
+    ({"database": {"secretName": "db%2F..%2Fx"}}, "spec.database.secretName"),
+    ({"database": {"secretName": "DB"}}, "spec.database.secretName"),
+    ({"database": {"secretName": "a" * 254}}, "spec.database.secretName"),
+    ({"database": {"secretName": "-db"}}, "spec.database.secretName"),
+    ({"database": {"secretName": "db", "secretKey": "../dsn"}}, "spec.database.secretKey"),
+    ({"database": {"secretName": "db", "secretKey": "dsn\n"}}, "spec.database.secretKey"),
+    ({"database": {"secretName": "db", "secretKey": "."}}, "spec.database.secretKey"),
+    ({"database": {"secretName": "db", "secretKey": "..data"}}, "spec.database.secretKey"),
+    ({"database": {"secretName": "db", "secretKey": "k" * 254}}, "spec.database.secretKey"),
+    ({"database": {"secretName": "db", "workersSecret": {"name": "../w"}}}, "spec.database.workersSecret.name"),
+    ({"database": {"secretName": "db", "migrationsSecret": {}}}, "spec.database.migrationsSecret.name"),
+    (
+        {"database": {"secretName": "db", "maintenanceSecret": {"name": "m", "key": "a/b"}}},
+        "spec.database.maintenanceSecret.key",
+    ),
+    (
+        {"database": {"secretName": "db", "workersSecret": {"name": "w", "namespace": "x"}}},
+        "spec.database.workersSecret.namespace",
+    ),
+    ({"database": {"secretName": "db", "secretNamespace": "kube-system"}}, "spec.database.secretNamespace"),
+    ({"jobTypes": ["-ocr"]}, "spec.jobTypes[0]"),
+    ({"jobTypes": ["ocr", "--app=evil"]}, "spec.jobTypes[1]"),
+    ({"jobTypes": ["ocr\n"]}, "spec.jobTypes[0]"),
+    ({"jobTypes": ["$(DATABASE_URL)"]}, "spec.jobTypes[0]"),
+    ({"jobTypes": ["ocr\x00"]}, "spec.jobTypes[0]"),
+    ({"jobTypes": ["ocr\x1b[2J"]}, "spec.jobTypes[0]"),
+    ({"jobTypes": ["x" * 201]}, "spec.jobTypes[0]"),
+    ({"worker": {"image": "i", "app": "my-app.jobs"}}, "spec.worker.app"),
+    ({"worker": {"image": "i", "app": "--burst"}}, "spec.worker.app"),
+    ({"worker": {"image": "i", "app": "/etc/passwd"}}, "spec.worker.app"),
+    ({"worker": {"image": "i", "app": "myapp.jobs\n"}}, "spec.worker.app"),
+    ({"worker": {"image": "i", "app": "myapp..jobs"}}, "spec.worker.app"),
+    ({"worker": {"image": "i", "app": "2fast.jobs"}}, "spec.worker.app"),
+    ({"worker": {"image": "i", "app": "myapp.jobs:handlers"}}, "spec.worker.app"),
+    ({"worker": {"image": "img:1\n", "app": "a"}}, "spec.worker.image"),
+    ({"worker": {"image": "img:1 --x", "app": "a"}}, "spec.worker.image"),
+    ({"worker": {"image": "i", "app": "a", "env": [{"name": "A\n", "value": "x"}]}}, "spec.worker.env[0].name"),
+    ({"worker": {"image": "i", "app": "a", "env": [{"name": "1A", "value": "x"}]}}, "spec.worker.env[0].name"),
+    ({"worker": {"image": "i", "app": "a", "serviceAccountName": "../default"}}, "spec.worker.serviceAccountName"),
+    ({"worker": {"image": "i", "app": "a", "serviceAccountName": "sa\n"}}, "spec.worker.serviceAccountName"),
+    ({"reaper": {"schedule": "* * * * *\n"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": " * * * * *"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "* * *\n* *"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "0 0 * * 7"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "0 ² * * *"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "*/² * * * *"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "٣ * * * *"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "*/99999999999999999999 * * * *"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "@hourly\n"}}, "spec.reaper.schedule"),
+    ({"reaper": {"schedule": "TZ=UTC 0 * * * *"}}, "spec.reaper.schedule"),
+    ({"retention": {"schedule": "0 3 * * * *"}}, "spec.retention.schedule"),
+    ({"retention": {"olderThan": "30"}}, "spec.retention.olderThan"),
+    ({"retention": {"olderThan": "7d\n"}}, "spec.retention.olderThan"),
+    ({"retention": {"olderThan": "7D"}}, "spec.retention.olderThan"),
+    ({"retention": {"olderThan": " 7d"}}, "spec.retention.olderThan"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "field"), HOSTILE, ids=[repr(h[0])[:60] for h in HOSTILE])
+def test_hostile_strings_are_refused_naming_the_field(overrides: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(with_(**overrides))
+    assert info.value.field == field
+    assert "\n" not in str(info.value)  # quoted with repr, one line
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"database": {"secretName": "team-a.queue-db", "secretKey": "DATABASE_URL.v2"}},
+        {"database": {"secretName": "db", "secretKey": "_dsn-1"}},
+        {"database": {"secretName": "d" * 253}},
+        {"jobTypes": ["demo.extract_invoice", "lab-crash", "9lives", "_x", "a/b:c@d+e=f"]},
+        {"worker": {"image": "registry.example:5000/ocr@sha256:abc", "app": "_pkg.sub2.jobs"}},
+        {"reaper": {"schedule": "0 0 * * 6"}},
+        {"retention": {"olderThan": "1h30m", "schedule": "@daily"}},
+    ],
+)
+def test_good_strings_pass(overrides: dict[str, Any]) -> None:
+    parse_spec(with_(**overrides))
+
+
+def test_role_secrets_fall_back_to_the_one_secret() -> None:
+    one = parse_spec(with_(database={"secretName": "db", "secretKey": "url"})).database
+    assert one.migrations == one.workers == one.maintenance == one.default
+    assert (one.default.name, one.default.key) == ("db", "url")
+    split = parse_spec(
+        with_(
+            database={
+                "secretName": "db",
+                "workersSecret": {"name": "w"},
+                "maintenanceSecret": {"name": "m", "key": "k"},
+            }
+        )
+    ).database
+    assert (split.workers.name, split.workers.key, split.workers.field) == (
+        "w",
+        "dsn",
+        "spec.database.workersSecret.name",
+    )
+    assert (split.maintenance.name, split.maintenance.key) == ("m", "k")
+    assert split.migrations == split.default
+
+
+@pytest.mark.parametrize("name", ["2ocr", "ocr.v2", "ocr\n", "o" * 46, "", None, "ocr-", "Ocr"])
+def test_jobqueue_names_that_cannot_name_every_owned_object(name: Any) -> None:
+    with pytest.raises(SpecError, match=r"^metadata\.name: .*start.* with a letter"):
+        check_name(name)
+
+
+def test_app_rule_agrees_with_the_worker() -> None:
+    """The operator refuses exactly the modules `pgwork worker --app` would refuse (a crash loop)."""
+    from pgwork.worker.options import OptionError, parse_options
+
+    for app in ["myapp.jobs", "_x", "a.b.c2", "my-app.jobs", "-m", "a..b", "2x", "a:b", "/x.py", "a.", "ä"]:
+        try:
+            parse_options(app=app, worker_id="w", environ={})
+            worker_ok = True
+        except OptionError:
+            worker_ok = False
+        try:
+            parse_spec(with_(worker={"image": "i", "app": app}))
+            operator_ok = True
+        except SpecError:
+            operator_ok = False
+        assert operator_ok == worker_ok, app

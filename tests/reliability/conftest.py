@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pgwork.chaos import server
+from pgwork.tools.chaos import server
 
 
 @pytest.fixture(scope="session")

@@ -17,11 +17,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgwork.chaos.server import PrivateServer
 from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
 from pgwork.operator.spec import SpecError, parse_spec
 from pgwork.queue import Queue, migrate
+from pgwork.tools.chaos.server import PrivateServer
 from tests.reliability.helpers import env, one_line_error, pgwork, worker
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,11 +15,10 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from pgwork import sql_files
-from pgwork.chaos import invariants
-from pgwork.chaos.invariants import REAPER_APP, Figures, violations
 from pgwork.models import Completion
 from pgwork.queue import Queue
+from pgwork.tools.chaos import SQL, invariants
+from pgwork.tools.chaos.invariants import REAPER_APP, Figures, violations
 
 CLEAN = Figures(**{f.name: 0 for f in dataclasses.fields(Figures)})
 
@@ -72,7 +71,7 @@ def test_stale_owner_writes_add_up() -> None:
 @pytest.fixture
 def chaos_dsn(dsn: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql_files.parse_queries(sql_files.read_text("chaos/claimlog.sql"))["install"])
+        conn.execute(SQL.query("install"))
     return dsn
 
 
@@ -173,10 +172,9 @@ def test_a_write_after_resume_about_a_reclaimed_job_is_caught(chaos_dsn: str, wo
         assert len(reaper.reap()) == 1
     resumed_at = time.time()
     time.sleep(0.01)
-    blocks = sql_files.parse_queries(sql_files.read_text("chaos/claimlog.sql"))
     _execute(
         chaos_dsn,
-        blocks["record_fault"],
+        SQL.query("record_fault"),
         {"kind": "pause_worker", "target": "w1", "started_at": paused_at, "ended_at": resumed_at},
     )
     f = _read(chaos_dsn)

@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 
-from pgwork.chaos import schedule, workload
-from pgwork.chaos.harness import Config
-from pgwork.chaos.schedule import DATABASE_FAULTS, MIN_RESTART_GAP, FaultKind, plan
 from pgwork.errors import PgworkError
+from pgwork.tools.chaos import schedule, workload
+from pgwork.tools.chaos.harness import Config
+from pgwork.tools.chaos.schedule import DATABASE_FAULTS, MIN_RESTART_GAP, FaultKind, plan
 
 
 @pytest.mark.parametrize(

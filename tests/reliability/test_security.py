@@ -18,13 +18,13 @@ import pytest
 import yaml
 from psycopg import sql
 
-from pgwork.chaos.server import PrivateServer
 from pgwork.dsn import redact
 from pgwork.errors import Unreachable
 from pgwork.operator import render
 from pgwork.operator.db import explain
 from pgwork.operator.spec import parse_spec
 from pgwork.queue import Queue, migrate
+from pgwork.tools.chaos.server import PrivateServer
 from tests.reliability.helpers import env, one_line_error, pgwork
 
 OPERATOR_DIR = Path(__file__).resolve().parents[2] / "pgwork" / "operator"
@@ -276,5 +276,8 @@ def test_operator_takes_credentials_only_from_secrets() -> None:
     # The CRD offers no field that could hold a DSN or password in the JobQueue itself.
     crd = yaml.safe_load((OPERATOR_DIR / "crd.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    assert set(schema["properties"]["database"]["properties"]) <= {"secretName", "secretKey", "migrate"}
+    roles = {"migrationsSecret", "workersSecret", "maintenanceSecret"}  # Secret references too: {name, key}
+    assert set(schema["properties"]["database"]["properties"]) <= {"secretName", "secretKey", "migrate", *roles}
+    for role in roles:
+        assert set(schema["properties"]["database"]["properties"][role]["properties"]) == {"name", "key"}
     assert "password" not in yaml.safe_dump(schema).lower().replace("never written here", "")

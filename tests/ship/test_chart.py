@@ -367,3 +367,55 @@ def test_kube_version_constraint(kube_version: str, accepted: bool) -> None:
 def test_dashboard_configmap_fits_the_size_limit() -> None:
     cm = by_kind(rendered(CHART / "ci" / "monitoring-values.yaml"), "ConfigMap")[0]
     assert len(json.dumps(cm)) < 900_000, "ConfigMaps hold at most 1 MiB"
+
+
+# ---------------------------------------------------------------- where the operator may read Secrets
+
+
+def _rbac_objects(*args: str) -> list[dict[str, Any]]:
+    return [
+        o for o in helm_template(*args) if o["kind"] in {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+    ]
+
+
+def test_cluster_scope_by_default_reads_secrets_in_every_namespace() -> None:
+    """What docs/install.md says cluster-wide mode grants: `get secrets` cluster-wide (never list/watch)."""
+    from tests.ship.rbac_check import allows
+
+    (cluster_role,) = by_kind(_rbac_objects(), "ClusterRole")
+    assert allows(cluster_role["rules"], "get", "", "secrets")
+    assert not allows(cluster_role["rules"], "list", "", "secrets")
+    assert not allows(cluster_role["rules"], "watch", "", "secrets")
+    assert by_kind(_rbac_objects(), "Role") == []
+
+
+def test_secret_access_can_be_limited_to_the_listed_namespaces() -> None:
+    from pgwork.operator.permissions import required_permissions
+    from tests.ship.rbac_check import allows, expand
+
+    objects = _rbac_objects("-f", str(CHART / "ci" / "secret-namespaces-values.yaml"))
+    (cluster_role,) = by_kind(objects, "ClusterRole")
+    assert not allows(cluster_role["rules"], "get", "", "secrets")
+    roles = by_kind(objects, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        assert expand(role["rules"]) == {("get", "", "secrets")}
+    bindings = by_kind(objects, "RoleBinding")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    (cluster_binding,) = by_kind(objects, "ClusterRoleBinding")
+    for binding in bindings:
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pgwork-secrets"}
+        assert binding["subjects"] == cluster_binding["subjects"]
+    # Nothing else the operator needs was lost on the way.
+    granted = expand(cluster_role["rules"]) | expand(roles[0]["rules"])
+    assert {(verb, group, resource) for group, resource, verb in required_permissions()} == granted
+
+
+def test_secret_namespaces_are_refused_with_namespace_scope() -> None:
+    err = helm_template_error("--set", "operator.scope=namespace", "--set", "rbac.secretNamespaces={team-a}")
+    assert "rbac.secretNamespaces is for operator.scope=cluster" in err
+
+
+def test_values_schema_refuses_a_secret_namespace_that_is_no_namespace_name() -> None:
+    err = helm_template_error("--set", "rbac.secretNamespaces={../kube-system}")
+    assert "at '/rbac/secretNamespaces/0'" in err, err

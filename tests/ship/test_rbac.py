@@ -1,21 +1,21 @@
-"""The chart's RBAC against what the operator does: every API call the operator made in the
-operator tests (tests/operator/api_calls.json, recorded from kmock) is allowed, nothing uses `*`,
-and the chart's copy equals pgwork/operator/rbac.yaml."""
+"""The chart's RBAC against what the operator does: every permission the operator needs (the
+calls it makes in the emulator tests are checked against that same list as they are made, see
+tests/operator/harness.record_calls) and every call visible in its code is allowed, nothing uses
+`*`, and the chart's copy equals pgwork/operator/rbac.yaml."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pgwork.operator.permissions import required_permissions
 from tests.ship.rbac_check import allows, expand, wildcards
 from tests.ship.support import CHART, ROOT, ci_values, helm_template, load_script, load_yaml
 
 sync_chart = load_script("sync_chart")
 
-API_CALLS = ROOT / "tests" / "operator" / "api_calls.json"
 RBAC_SOURCE = ROOT / "pgwork" / "operator" / "rbac.yaml"
 
 # What the operator's code visibly asks of the API (pgwork/operator/kube.py and the kopf handlers),
@@ -41,7 +41,7 @@ CALLS_IN_CODE = [
         for verb in ("get", "create", "patch")
         for group, plural in (("apps", "deployments"), ("batch", "cronjobs"), ("", "services"))
     ],
-    # Kube.read_secret_value / secret_exists, list_pods, annotate_pod, scale_deployment
+    # Kube.read_secret (CoreV1Api.read_namespaced_secret), list_pods, annotate_pod, scale_deployment
     ("get", "", "secrets"),
     ("list", "", "pods"),
     ("patch", "", "pods"),
@@ -58,11 +58,6 @@ FORBIDDEN = [
     ("create", "rbac.authorization.k8s.io", "roles"),
     ("create", "apiextensions.k8s.io", "customresourcedefinitions"),
 ]
-
-
-def recorded_calls() -> list[tuple[str, str, str]]:
-    assert API_CALLS.is_file(), f"{API_CALLS.relative_to(ROOT)} is missing: run tests/operator to record it"
-    return [(c["verb"], c["group"], c["resource"]) for c in json.loads(API_CALLS.read_text())]
 
 
 def roles(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -83,9 +78,9 @@ def namespace_scope_rules() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def calls() -> list[tuple[str, str, str]]:
-    """Parameters for the per-call tests; a missing record fails test_operator_calls_were_recorded."""
-    recorded = set(recorded_calls()) if API_CALLS.is_file() else set()
-    return sorted(recorded | set(CALLS_IN_CODE))
+    """(verb, group, resource): what permissions.py says the operator needs, and what its code visibly calls."""
+    needed = {(verb, group, resource) for group, resource, verb in required_permissions()}
+    return sorted(needed | set(CALLS_IN_CODE))
 
 
 # ---------------------------------------------------------------- the pure checker
@@ -120,10 +115,9 @@ def test_wildcards_are_found() -> None:
 # ---------------------------------------------------------------- the chart against the operator
 
 
-def test_operator_calls_were_recorded() -> None:
-    recorded = recorded_calls()
-    assert len(recorded) >= 5, "the operator tests should record their API calls"
-    assert ("patch", "apps", "deployments") in recorded or ("create", "apps", "deployments") in recorded
+def test_the_code_calls_only_what_permissions_lists() -> None:
+    listed = {(verb, group, resource) for group, resource, verb in required_permissions()}
+    assert set(CALLS_IN_CODE) - listed == set()
 
 
 def test_chart_rules_equal_the_operator_rbac_file() -> None:

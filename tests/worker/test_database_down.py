@@ -1,7 +1,7 @@
 """SIGTERM while the database is down: the worker still exits within --grace plus a bounded
 margin, and the job it could not release stays `running` with its lease for the reaper.
 
-Runs against a private PostgreSQL (pgwork/chaos/server.py) that this test stops and restarts;
+Runs against a private PostgreSQL (pgwork/tools/chaos/server.py) that this test stops and restarts;
 the shared server is never touched."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from workerkit import WorkerProcess, free_port, start_worker, wait_for
+from workerkit import WorkerProcess, free_port, start_worker
 
-from pgwork.chaos import server as private
 from pgwork.queue import Queue, migrate
+from pgwork.tools.chaos import server as private
+from tests.support.waiting import wait_for
 
 GRACE = 3.0
 # The bound docs/worker.md promises: --grace, then at most this long to give up on the writes.
@@ -29,6 +30,14 @@ MARGIN = 5.0
 def pg() -> Iterator[private.PrivateServer]:
     with private.running() as server:
         yield server
+
+
+def refused(dsn: str) -> bool:
+    try:
+        psycopg.connect(dsn, connect_timeout=2).close()
+    except psycopg.OperationalError:
+        return True
+    return False
 
 
 def job_row(dsn: str, job_id: int) -> dict[str, Any]:
@@ -60,7 +69,7 @@ def test_sigterm_with_the_database_down_exits_within_grace(pg: private.PrivateSe
         wait_for(lambda: job_row(dsn, job_id)["status"] == "running", 30, what="the job to be claimed")
         before = job_row(dsn, job_id)
         pg._pg_ctl("-w", "-t", "30", "-m", "immediate", "stop")
-        time.sleep(0.5)  # let the worker's connections see the server go
+        wait_for(lambda: refused(dsn), 10, what="the server to refuse connections")
         sent = time.monotonic()
         w.signal(signal.SIGTERM)
         code = w.wait(GRACE + MARGIN + 60)  # generous, so a slow exit is measured, not just failed

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from workerkit import ROOT
 
-from pgwork.demo import invoices
-from pgwork.demo.command import plan
+from pgwork.tools.demo import invoices
+from pgwork.tools.demo.command import plan
 
 
 @pytest.mark.parametrize("seed", range(25))

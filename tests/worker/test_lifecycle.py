@@ -8,9 +8,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from workerkit import Spawn, wait_for
+from workerkit import Spawn
 
 from pgwork.queue import Queue
+from tests.support.waiting import stays, wait_for
 
 
 def status(queue: Queue, job_id: int) -> str:
@@ -30,7 +31,7 @@ def test_sigkill_mid_job_lease_expires_reaper_hands_it_on(queue: Queue, spawn_wo
     w1 = spawn_worker("--lease", "2s", "--heartbeat", "0.5s")
     wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="w1 to claim the job")
     w2 = spawn_worker("--lease", "2s", "--heartbeat", "0.5s", "--poll", "0.2s")
-    time.sleep(0.3)
+    wait_for(lambda: "taking" in w2.log(), 20, what="w2 to start")
     w1.signal(signal.SIGKILL)
     assert w1.wait(10) == -signal.SIGKILL
     # Nothing changes by itself: the row still names the dead owner until its lease lapses.
@@ -85,8 +86,8 @@ def test_second_signal_releases_at_once(queue: Queue, spawn_worker: Spawn) -> No
     w = spawn_worker("--grace", "60s")
     wait_for(lambda: running_owner(queue, stuck) == "w1", 20, what="claim")
     w.signal(signal.SIGTERM)
-    time.sleep(0.5)
-    assert w.alive()  # draining: the grace is a minute
+    wait_for(lambda: "stop requested" in w.log(), 10, what="the worker to begin draining")
+    stays(w.alive, duration=0.5, what="the draining worker")  # the grace is a minute
     started = time.monotonic()
     w.signal(signal.SIGINT)
     assert w.wait(10) == 0
@@ -149,7 +150,7 @@ def test_lease_lost_means_no_effect(queue: Queue, spawn_worker: Spawn, tmp_path:
             "UPDATE pgwork.jobs SET lease_token = gen_random_uuid(), lease_owner = 'w9' WHERE id = %s", (job_id,)
         )
     assert wait_for(lambda: marker.exists() and marker.read_text(), 5, what="marker") == "lease_lost"
-    time.sleep(0.3)
+    wait_for(lambda: "result discarded" in w.log(), 10, what="the worker to give the job up")
     row = queue.job(job_id)
     assert row is not None and row["status"] == "running" and row["lease_owner"] == "w9"
     assert queue.result(row["idempotency_key"]) is None
@@ -170,7 +171,7 @@ def _listening(dsn: str, app: str) -> bool:
 def test_listen_wakes_an_idle_worker_long_before_its_next_poll(queue: Queue, spawn_worker: Spawn) -> None:
     w = spawn_worker("--poll", "5m")
     wait_for(lambda: _listening(queue.dsn, "pgwork-worker:w1-listen"), 20, what="the LISTEN connection")
-    time.sleep(0.3)  # idle: the startup claim found nothing
+    wait_for(lambda: "taking" in w.log(), 20, what="the worker's first claim loop")
     latencies = []
     for n in range(3):
         job_id = queue.enqueue("noop", {"n": n})

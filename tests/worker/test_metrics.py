@@ -10,9 +10,10 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from workerkit import ROOT, Spawn, free_port, wait_for, worker_command, worker_env
+from workerkit import ROOT, Spawn, free_port, worker_command, worker_env
 
 from pgwork.queue import Queue
+from tests.support.waiting import wait_for
 
 
 def get(url: str) -> tuple[int, str]:

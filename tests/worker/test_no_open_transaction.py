@@ -7,9 +7,10 @@ import time
 
 import psycopg
 import pytest
-from workerkit import Spawn, wait_for
+from workerkit import Spawn
 
 from pgwork.queue import Queue
+from tests.support.waiting import wait_for
 
 SAMPLE = """
 SELECT pid, application_name, state, backend_xmin IS NOT NULL AS holds_xmin,

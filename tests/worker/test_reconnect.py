@@ -7,9 +7,10 @@ import time
 
 import psycopg
 import pytest
-from workerkit import Spawn, wait_for
+from workerkit import Spawn
 
 from pgwork.queue import Queue
+from tests.support.waiting import wait_for
 
 TERMINATE = """
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity

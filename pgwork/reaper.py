@@ -1,0 +1,126 @@
+"""The reaper: running jobs whose lease lapsed go back to pending (River's rescuer, one service).
+
+One shape for every caller: `pgwork reap` (the reaper CronJob, optionally looping inside one run
+for finer than a minute), and the tools' in-process reapers (`pgwork demo`, `pgwork chaos`).
+`ReaperConfig` holds the defaults and checks them; `run_once()` is one round; `loop()` repeats it
+until told to stop or until the next round would start past the run's end. The decision whether
+another round fits is a pure function of the clock, so it is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+
+import psycopg
+
+from pgwork.errors import InvalidArgument, PgworkError
+from pgwork.models import Reclaimed
+from pgwork.queue import Queue
+
+DEFAULT_EVERY = 10.0
+DEFAULT_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class ReaperConfig:
+    every: float = DEFAULT_EVERY  # seconds between rounds when looping
+    limit: int = DEFAULT_LIMIT  # leases returned per round at most
+    loop_for: float | None = 0.0  # keep looping this long (0: one round; None: until stopped)
+
+    def __post_init__(self) -> None:
+        if not self.every > 0:
+            raise InvalidArgument("every", f"{self.every!r} is not > 0", "give the pause in seconds, e.g. 10.0")
+        if not 1 <= self.limit <= 1_000_000:
+            raise InvalidArgument("limit", f"{self.limit!r} is out of range", "use 1..1000000")
+        if self.loop_for is not None and not self.loop_for >= 0:
+            raise InvalidArgument("loop_for", f"{self.loop_for!r} is negative", "use seconds >= 0, or None")
+
+
+def another_round_fits(now: float, every: float, deadline: float | None) -> bool:
+    """Whether a round started `every` seconds from `now` would still start by `deadline` (None: no end)."""
+    return deadline is None or now + every <= deadline
+
+
+class Reaper:
+    """Opens its queue on first use (`connect()`); closes it on `close()` or after a failed round.
+
+    With `on_error` set, a round that fails on the database is counted, handed to `on_error`, and
+    the next round reconnects: a reaper that outlives database restarts, as the CronJob does by
+    being restarted. Without it, the error propagates (`pgwork reap` exits 2 on it).
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Queue],
+        config: ReaperConfig | None = None,
+        *,
+        on_reclaimed: Callable[[Reclaimed], None] | None = None,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self.config = config or ReaperConfig()
+        self._connect = connect
+        self._on_reclaimed = on_reclaimed
+        self._on_error = on_error
+        self._queue: Queue | None = None
+        self.rounds = 0
+        self.reclaimed = 0
+        self.errors = 0
+
+    def run_once(self, now: datetime | None = None) -> list[Reclaimed]:
+        """One round: return every lapsed lease (up to `limit`) to pending."""
+        if self._queue is None:
+            self._queue = self._connect()
+        found = self._queue.reap(now=now, limit=self.config.limit)
+        self.rounds += 1
+        self.reclaimed += len(found)
+        if self._on_reclaimed is not None:
+            for r in found:
+                self._on_reclaimed(r)
+        return found
+
+    def loop(self, stop: threading.Event | None = None) -> None:
+        """Rounds every `every` seconds until `stop` is set or the next would start past `loop_for`."""
+        stop = stop or threading.Event()
+        loop_for = self.config.loop_for
+        deadline = None if loop_for is None else time.monotonic() + loop_for
+        while not stop.is_set():
+            self._round()
+            if not another_round_fits(time.monotonic(), self.config.every, deadline):
+                return
+            if stop.wait(self.config.every):
+                return
+
+    def _round(self) -> None:
+        try:
+            self.run_once()
+        except (psycopg.Error, PgworkError) as exc:
+            if self._on_error is None:
+                raise
+            self.errors += 1
+            self._drop_queue()
+            self._on_error(exc)
+
+    def _drop_queue(self) -> None:
+        if self._queue is not None:
+            with contextlib.suppress(Exception):
+                self._queue.close()
+            self._queue = None
+
+    def close(self) -> None:
+        if self._queue is not None:
+            queue, self._queue = self._queue, None
+            queue.close()
+
+    def __enter__(self) -> Reaper:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

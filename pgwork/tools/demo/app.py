@@ -1,0 +1,33 @@
+"""The demo's handlers: `pgwork worker --app pgwork.tools.demo.app`.
+
+`demo.extract_invoice` reads the fields out of an invoice's text. It first spends
+`work_seconds` "scanning" (standing in for OCR or a model call), then parses. A document marked
+`flaky_failures: N` fails its first N attempts as an unreliable backend would; a document that
+does not parse is a PermanentError (dead at once: no retry can fix a torn scan).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pgwork
+from pgwork import Job, PermanentError
+from pgwork.tools.demo import JOB_TYPE, invoices
+
+
+@pgwork.handler(JOB_TYPE)
+def extract_invoice(job: Job) -> dict[str, Any]:
+    if not job.sleep(float(job.payload.get("work_seconds", 0.5))):
+        # Lost, cancelled or released: whatever we return now is discarded anyway.
+        return {}
+    if job.attempt <= int(job.payload.get("flaky_failures", 0)):
+        raise ConnectionError(f"OCR backend timed out (simulated; attempt {job.attempt})")
+    text = job.payload.get("text")
+    if not isinstance(text, str):
+        raise PermanentError("payload has no 'text' string to read")
+    try:
+        fields = invoices.parse(text)
+    except invoices.InvoiceParseError as exc:
+        raise PermanentError(f"unreadable invoice {job.payload.get('document')!r}: {exc}") from None
+    fields["document"] = job.payload.get("document")
+    return fields

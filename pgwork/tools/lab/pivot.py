@@ -1,0 +1,92 @@
+"""From the CSV's rows to tables: pick an experiment's newest run, pivot it, format its numbers.
+
+Pure: rows in, tables and markdown out. `report` lays the tables out into docs/benchmarks.md and
+`plots` draws from the same pivots.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pgwork.tools.lab.results import Row
+
+
+def select(rows: Sequence[Row], experiment: str) -> list[Row]:
+    """The rows of the newest full run of an experiment, else of its newest quick run."""
+    mine = [r for r in rows if r.experiment == experiment]
+    if not mine:
+        return []
+    full = [r for r in mine if r.mode == "full"]
+    pool = full or mine
+    run = max(r.run for r in pool)
+    return [r for r in pool if r.run == run]
+
+
+def fmt(value: str, unit: str = "") -> str:
+    try:
+        v = float(value)
+    except ValueError:
+        return value.replace("|", "\\|")
+    if math.isnan(v):
+        return ""
+    if v == int(v) and abs(v) >= 1 and unit not in ("ms", "s"):
+        return f"{int(v):,}"
+    if v == 0:
+        return "0"
+    if abs(v) < 1:
+        return f"{v:.3f}"
+    if abs(v) < 10:
+        return f"{v:.2f}"
+    if abs(v) < 100:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
+@dataclass(frozen=True)
+class Table:
+    keys: list[tuple[str, str]]
+    metrics: list[str]
+    units: dict[str, str]
+    cells: dict[tuple[str, str, str], str]
+
+    def value(self, series: str, x: str, metric: str) -> float:
+        try:
+            return float(self.cells.get((series, x, metric), "nan"))
+        except ValueError:
+            return math.nan
+
+
+def pivot(rows: Sequence[Row]) -> Table:
+    keys: list[tuple[str, str]] = []
+    metrics: list[str] = []
+    units: dict[str, str] = {}
+    cells: dict[tuple[str, str, str], str] = {}
+    for r in rows:
+        if (r.series, r.x) not in keys:
+            keys.append((r.series, r.x))
+        if r.metric not in metrics:
+            metrics.append(r.metric)
+            units[r.metric] = r.unit
+        cells[(r.series, r.x, r.metric)] = r.value
+    return Table(keys, metrics, units, cells)
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def render_pivot(
+    table: Table, series_name: str, x_name: str, *, skip: Sequence[str] = (), x_first: bool = False
+) -> str:
+    metrics = [m for m in table.metrics if m not in skip]
+    header = [x_name, series_name] if x_first else [series_name, x_name]
+    header += [f"{m} ({table.units[m]})" if table.units[m] and table.units[m] != m else m for m in metrics]
+    body = []
+    for series, x in table.keys:
+        lead = [x, series] if x_first else [series, x]
+        body.append(lead + [fmt(table.cells.get((series, x, m), ""), table.units[m]) for m in metrics])
+    return markdown_table(header, body)
