@@ -53,6 +53,8 @@ def text_problem(text: str) -> str | None:
     characters backslash-u-0-0-0-0 are ordinary text."""
     if "\x00" in text:
         return "contains a NUL character (U+0000), which PostgreSQL text and jsonb cannot hold"
+    if text.isascii():
+        return None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -144,7 +146,15 @@ def parse_whole(text: str, field: str, fix: str) -> int:
 
 
 def _json_problem(value: Any, max_depth: int) -> str | None:
-    """What in `value` JSON or PostgreSQL cannot hold, found without recursion, or None."""
+    """What in `value` JSON or PostgreSQL cannot hold, found without recursion, or None. The
+    first walk keeps no paths (most values are fine, and paths cost more than the checks); only
+    when it finds a problem does a second walk say where."""
+    if _walk(value, max_depth, paths=False) is None:
+        return None
+    return _walk(value, max_depth, paths=True)
+
+
+def _walk(value: Any, max_depth: int, *, paths: bool) -> str | None:
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         node, depth, path = stack.pop()
@@ -164,9 +174,11 @@ def _json_problem(value: Any, max_depth: int) -> str | None:
                         problem = text_problem(key)
                         if problem is not None:
                             return f"has a key that {problem} at {path or 'the top'}"
-                    stack.append((item, depth + 1, f"{path}[{key!r}]"[:200]))
-            else:
+                    stack.append((item, depth + 1, f"{path}[{key!r}]"[:200] if paths else ""))
+            elif paths:
                 stack.extend((item, depth + 1, f"{path}[{i}]"[:200]) for i, item in enumerate(node))
+            else:
+                stack.extend((item, depth + 1, "") for item in node)
     return None
 
 
