@@ -8,7 +8,6 @@ its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import select
 import time
@@ -24,7 +23,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pgwork import sql_files
+from pgwork import decoding, sql_files
 from pgwork.backoff import Backoff
 from pgwork.dsn import describe, redact, with_tcp_defaults
 from pgwork.errors import (
@@ -48,7 +47,18 @@ from pgwork.models import (
     Reclaimed,
     TypeStats,
 )
-from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_job_type, validate
+from pgwork.validation import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_age,
+    check_id,
+    check_ids,
+    check_int,
+    check_job_types,
+    check_text,
+    error_text,
+    result_json,
+    validate,
+)
 
 log = logging.getLogger("pgwork.queue")
 
@@ -62,8 +72,6 @@ POOL_TIMEOUT = 30.0
 # up (a worker told to stop) also shortens waits already in progress.
 _WAIT_SLICE = 0.25
 _MIN_WAIT = 0.01
-# last_error is kept, not grown without bound: the newest text wins.
-MAX_ERROR_CHARS = 8000
 
 
 def connect(
@@ -91,6 +99,7 @@ def connect(
                 "connection string or the Secret it comes from; retrying will not help)"
             ) from None
         raise Unreachable(f"cannot connect to {describe(dsn)}: {first}") from None
+    decoding.configure(conn)
     return conn
 
 
@@ -205,16 +214,11 @@ def grant(dsn: str, role: str, profile: str) -> list[str]:
 
 
 def _optional_types(job_types: Iterable[str] | None) -> list[str] | None:
-    if job_types is None:
-        return None
-    types = [check_job_type(t, "job_types") for t in job_types]
-    if not types:
-        raise InvalidArgument("job_types", "is empty", "pass None for every type, or name at least one")
-    return types
+    return check_job_types(job_types)
 
 
 def _error_text(error: str) -> str:
-    return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 15] + " …[truncated]"
+    return error_text(error)
 
 
 class Queue:
@@ -266,6 +270,8 @@ class Queue:
             # A broken connection is replaced, not handed out; the check costs a round trip only
             # when the server has already spoken on the idle socket (FATAL or EOF).
             check=check_idle_connection,
+            # Rows Python cannot decode come back as markers, never as an exception mid-fetch.
+            configure=decoding.configure,
         )
         try:
             self._pool.open(wait=True, timeout=self.pool_timeout)
@@ -390,8 +396,7 @@ class Queue:
         now: datetime | None = None,
     ) -> list[ClaimedJob]:
         """Claim up to `limit` ready jobs in one statement, committed before returning."""
-        if not owner or len(owner) > 200:
-            raise InvalidArgument("owner", "must be 1..200 characters", "use the pod or host name")
+        check_text(owner, "owner", "use the pod or host name", max_chars=200)
         check_int(limit, "limit", 1, 10_000, "claim between 1 and 10000 jobs at once")
         if _check_seconds(lease, "lease") <= 0:
             raise InvalidArgument("lease", "must be > 0 seconds", "e.g. 30")
@@ -582,11 +587,11 @@ class Queue:
         """Requeue dead or cancelled jobs now. Returns the ids requeued."""
         if max_attempts is not None:
             check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1")
-        rows = self._all("retry", {"ids": list(ids), "max_attempts": max_attempts, "now": now})
+        rows = self._all("retry", {"ids": check_ids(ids), "max_attempts": max_attempts, "now": now})
         return sorted(int(r["id"]) for r in rows)
 
     def cancel(self, ids: Sequence[int], *, now: datetime | None = None) -> CancelReport:
-        wanted = sorted(set(ids))
+        wanted = sorted(set(check_ids(ids)))
         with self._conn() as conn, conn.transaction():
             pending = {int(r["id"]) for r in self._all("cancel_pending", {"ids": wanted, "now": now}, conn)}
             running = {int(r["id"]) for r in self._all("cancel_running", {"ids": wanted, "now": now}, conn)}
@@ -597,12 +602,12 @@ class Queue:
         self,
         older_than: timedelta,
         *,
-        statuses: Sequence[str] = ("succeeded", "cancelled", "dead"),
+        statuses: Sequence[str] = ("succeeded", "cancelled"),
         now: datetime | None = None,
         batch: int = 10_000,
     ) -> int:
         """Delete finished jobs completed before now - older_than, batch by batch."""
-        seconds = older_than.total_seconds()
+        seconds = check_age(older_than)
         if seconds < 0:
             raise InvalidArgument("older_than", "is negative", "give an age such as 30d")
         allowed = {"succeeded", "cancelled", "dead"}
@@ -645,6 +650,7 @@ class Queue:
         return self._all("retrying", {"now": now})
 
     def dead(self, *, limit: int = 100) -> list[Row]:
+        check_int(limit, "limit", 1, 1_000_000, "show at most 1000000 dead jobs at once")
         return self._all("dead", {"limit": limit})
 
     def running_by_owner(self, job_types: Iterable[str] | None = None) -> dict[str, int]:
@@ -652,10 +658,10 @@ class Queue:
         return {r["owner"]: int(r["jobs"]) for r in rows}
 
     def job(self, job_id: int) -> Row | None:
-        return self._one("get_job", {"id": job_id})
+        return self._one("get_job", {"id": check_id(job_id)})
 
     def result(self, key: str) -> Row | None:
-        return self._one("get_result", {"key": key})
+        return self._one("get_result", {"key": check_text(key, "key", "pass the job's idempotency key")})
 
     # -- wake-ups -------------------------------------------------------------------------
 
@@ -714,13 +720,7 @@ def check_idle_connection(conn: AnyConnection) -> None:
 
 def _result_json(result: Any) -> str:
     """A handler's result as JSON text, or InvalidArgument naming `result`."""
-    try:
-        text = json.dumps(result, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument("result", f"is not JSON-serialisable ({exc})", "return JSON types only") from None
-    if "\\u0000" in text:
-        raise InvalidArgument("result", "contains a NUL character", "PostgreSQL jsonb cannot hold \\u0000")
-    return text
+    return result_json(result)
 
 
 def _check_seconds(value: float, field: str) -> float:
