@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pgwork.queue import claim_statement
 from pgwork.lab.labdb import JOB_TYPE, LabDatabase
 from pgwork.lab.results import Measurement, Outcome
 from pgwork.lab.stats import percentile
+from pgwork.queue import claim_statement
 
 NAME = "history"
 SIZES = "history-sizes"

@@ -109,7 +109,7 @@ def test_worker_profile_runs_the_life_and_nothing_else(dsn: str, make_role: Make
         assert q.stats() and q.dead() and q.running() == [] and q.retrying()
         # Not the reaper's, the maintainer's nor the owner's work.
         for call in (
-            lambda: q.reap(),
+            q.reap,
             lambda: q.prune(timedelta(0)),
             lambda: q.retry([b.id]),
             lambda: q.cancel([e.id]),
@@ -327,7 +327,8 @@ def test_a_worker_cannot_call_what_it_was_not_granted(dsn: str, make_role: MakeR
         "GRANT EXECUTE ON FUNCTION pgwork.reap(integer, timestamptz) TO PUBLIC",
         "INSERT INTO pgwork.schema_version (version, name) VALUES (99, 'x')",
     ):
-        with psycopg.connect(worker, autocommit=True) as conn, pytest.raises((Denied, psycopg.errors.UndefinedFunction)):
+        refused = (Denied, psycopg.errors.UndefinedFunction)
+        with psycopg.connect(worker, autocommit=True) as conn, pytest.raises(refused):
             conn.execute(statement)  # type: ignore[arg-type]
 
 
@@ -361,10 +362,13 @@ def test_search_path_hijack_changes_nothing(dsn: str, make_role: MakeRole) -> No
             conn.execute(sql.SQL(statement).format(s=s))  # type: ignore[arg-type]
         # Theirs first, pg_catalog after (it is searched first only when not named).
         conn.execute(sql.SQL("SET search_path = {}, pg_temp, pg_catalog, pgwork").format(s))
-        claimed = conn.execute("SELECT id, lease_token, lease_expires_at FROM pgwork.claim('w', NULL, 1, 60)").fetchone()
+        claimed = conn.execute(
+            "SELECT id, lease_token, lease_expires_at FROM pgwork.claim('w', NULL, 1, 60)"
+        ).fetchone()
         assert claimed is not None and claimed[0] == job_id and str(claimed[1]) != fixed
         assert claimed[2] > datetime.now(UTC)
-        assert conn.execute("SELECT * FROM pgwork.heartbeat(ARRAY[%s]::bigint[], ARRAY[%s]::uuid[], 60)", claimed[:2]).fetchall()
+        beat = "SELECT * FROM pgwork.heartbeat(ARRAY[%s]::bigint[], ARRAY[%s]::uuid[], 60)"
+        assert conn.execute(beat, claimed[:2]).fetchall()
         assert conn.execute("SELECT * FROM pgwork.succeed(%s, %s, '{\"ok\": 1}')", claimed[:2]).fetchone() == (1, 1)
         conn.execute("SELECT * FROM pgwork.queue_stats()")
         conn.execute("INSERT INTO pgwork.jobs (job_type, idempotency_key) VALUES ('ocr', 'after')")
@@ -413,7 +417,7 @@ def test_every_pgwork_function_is_closed_to_public_and_pins_its_search_path(dsn:
     ],
 )
 def test_check_grantee_refuses(role: str, words: str) -> None:
-    with pytest.raises(InvalidArgument, match="^role: ") as info:
+    with pytest.raises(InvalidArgument, match=r"^role: ") as info:
         check_grantee(role)
     assert words in str(info.value) and "\n" not in str(info.value)
 
