@@ -3,7 +3,7 @@
 It owns a private PostgreSQL server (pgwork.chaos.server) because it restarts it; it never
 touches any other server. Workers connect as a least-privilege role made with `pgwork grant
 --profile worker`, over TCP with a password, so the run also shows that password never reaches
-their logs. The reaper runs in the harness, as the reaper CronJob would, under the same role.
+their logs. The reaper runs in the harness, as the reaper CronJob would, under a reaper-profile role.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ log = logging.getLogger("pgwork.chaos")
 
 PACKAGE_ROOT = str(Path(pgwork.__file__).resolve().parents[1])
 WORKER_ROLE = "pgwork_chaos_worker"
+REAPER_ROLE = "pgwork_chaos_reaper"  # the reaper profile: reap only, as the CronJob's own role
 
 
 @dataclass(frozen=True)
@@ -204,12 +205,14 @@ class Run:
         migrate(self.admin_dsn)
         with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
             conn.execute(self.sql["install"])
-            conn.execute(
-                psycopg_sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                    psycopg_sql.Identifier(WORKER_ROLE), psycopg_sql.Literal(self.worker_password)
+            for role in (WORKER_ROLE, REAPER_ROLE):
+                conn.execute(
+                    psycopg_sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                        psycopg_sql.Identifier(role), psycopg_sql.Literal(self.worker_password)
+                    )
                 )
-            )
         grant(self.admin_dsn, WORKER_ROLE, "worker")
+        grant(self.admin_dsn, REAPER_ROLE, "reaper")
         jobs = workload.jobs(
             self.config.seed, self.config.jobs, spread=self.config.duration * 0.8, lease=self.config.lease
         )
@@ -351,7 +354,7 @@ class Run:
             faults_per_minute=c.faults_per_minute,
         )
         self.prepare()
-        reaper = Reaper(self.server.dsn("chaos", user=WORKER_ROLE, password=self.worker_password), c.reap_every)
+        reaper = Reaper(self.server.dsn("chaos", user=REAPER_ROLE, password=self.worker_password), c.reap_every)
         began = time.monotonic()
         for slot in self.slots:
             self.start_worker(slot)
