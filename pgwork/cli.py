@@ -251,7 +251,8 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
         "--profile",
         choices=GRANT_PROFILES,
         default="worker",
-        help="reader (dashboards, autoscaler), worker (+ enqueue, claim, finish, reap), maintainer (+ prune)",
+        help="reader (counts, ages, errors; no payloads), producer (+ enqueue), worker (+ claim, heartbeat, "
+        "finish), reaper (reader + reap, prune), maintainer (reaper + retry, cancel); sets exactly that profile",
     )
     p = add("enqueue", cmd_enqueue, "add one job; prints its id")
     p.add_argument("job_type", metavar="TYPE")
@@ -346,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"pgwork {args.command}: {_first_line(exc)}; the connecting role lacks this privilege (run "
             "`pgwork migrate` as the role that owns the pgwork schema, and give other roles a profile with "
-            "`pgwork grant ROLE --profile reader|worker|maintainer`)",
+            f"`pgwork grant ROLE --profile {'|'.join(GRANT_PROFILES)}`)",
             file=sys.stderr,
         )
         return 2

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import select
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg import Connection
-from psycopg import sql as psycopg_sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -163,54 +163,146 @@ def migrate(dsn: str) -> list[int]:
 
     Ten pods starting at once migrate once: the first takes the lock and applies; the others
     wait on the lock, then find nothing left to do. Returns the versions this call applied.
+    A schema already current is a no-op needing no DDL rights (a worker pod's migrate init
+    container, run under the worker role, succeeds); a schema behind with a role that cannot
+    change it is one line naming the fix.
     """
+    latest = sql_files.latest_version()
     with connect(dsn, autocommit=False, application_name="pgwork-migrate") as conn:
         check_encoding(conn)
         conn.commit()
-        with conn.transaction():
-            conn.execute(sql_files.query("migrate_lock"))
-            conn.execute(sql_files.query("migrate_bootstrap"))
+        try:
             current = schema_version(conn)
-            latest = sql_files.latest_version()
-            if current > latest:
-                raise SchemaTooNew(
-                    f"database {conn.info.dbname!r} is at pgwork schema version {current}, but this "
-                    f"pgwork knows only up to {latest}; upgrade pgwork"
-                )
-            applied: list[int] = []
-            for migration in sql_files.migrations():
-                if migration.version <= current:
-                    continue
-                conn.execute(migration.sql)
-                conn.execute(
-                    sql_files.query("migrate_record"),
-                    {"version": migration.version, "name": migration.name},
-                )
-                applied.append(migration.version)
-                log.info("applied migration %04d_%s", migration.version, migration.name)
+        except psycopg.errors.InsufficientPrivilege:
+            current = -1  # unknown: the lock and the DDL below say whether this role may migrate
+        conn.rollback()
+        if current > latest:
+            raise _too_new(conn, current, latest)
+        if current == latest:
+            return []
+        try:
+            with conn.transaction():
+                conn.execute(sql_files.query("migrate_lock"))
+                conn.execute(sql_files.query("migrate_bootstrap"))
+                current = schema_version(conn)
+                if current > latest:
+                    raise _too_new(conn, current, latest)
+                applied: list[int] = []
+                for migration in sql_files.migrations():
+                    if migration.version <= current:
+                        continue
+                    conn.execute(migration.sql)
+                    conn.execute(
+                        sql_files.query("migrate_record"),
+                        {"version": migration.version, "name": migration.name},
+                    )
+                    applied.append(migration.version)
+                    log.info("applied migration %04d_%s", migration.version, migration.name)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            where = f"at pgwork schema version {current} of {latest}" if current >= 0 else "not readable"
+            raise NotMigrated(
+                f"database {conn.info.dbname!r} is {where} and role {conn.info.user!r} cannot change the schema "
+                f"({_first_error_line(exc)}); run `pgwork migrate` as the role that owns schema pgwork"
+            ) from None
         return applied
 
 
-GRANT_PROFILES = ("reader", "worker", "maintainer")
+def _too_new(conn: AnyConnection, current: int, latest: int) -> SchemaTooNew:
+    return SchemaTooNew(
+        f"database {conn.info.dbname!r} is at pgwork schema version {current}, but this "
+        f"pgwork knows only up to {latest}; upgrade pgwork"
+    )
+
+
+# Each includes others (see the profile table in migrations/0002_job_life_functions.sql):
+# producer and reaper include reader, worker includes producer, maintainer includes reaper.
+GRANT_PROFILES = ("reader", "producer", "worker", "reaper", "maintainer")
+# PostgreSQL cuts longer identifiers to this many bytes (NAMEDATALEN - 1).
+MAX_ROLE_BYTES = 63
+
+
+def check_grantee(role: str) -> str:
+    """The role name `pgwork grant` may grant to, or InvalidArgument naming `role` (pure)."""
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidArgument("role", "is empty", "name an existing role, e.g. pgwork_worker")
+    try:
+        size = len(role.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument("role", "is not valid text", "name an existing role") from None
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in role):
+        raise InvalidArgument("role", "contains a control character", "name an existing role")
+    if len(role) >= 2 and role[0] == role[-1] == '"':
+        raise InvalidArgument("role", f"{role} is quoted", "give the bare name; pgwork quotes it itself")
+    if role.lower() == "public":
+        raise InvalidArgument(
+            "role", "PUBLIC means every role, not one", "create a role (CREATE ROLE name LOGIN) and grant to it"
+        )
+    if size > MAX_ROLE_BYTES:
+        raise InvalidArgument(
+            "role",
+            f"is {size} bytes; PostgreSQL cuts names to {MAX_ROLE_BYTES}, so the grant could land on another role",
+            f"use a role name of at most {MAX_ROLE_BYTES} bytes",
+        )
+    if role.startswith("pg_"):
+        raise InvalidArgument(
+            "role", f"{role!r} is a reserved pg_* role that others are members of", "grant to a role of your own"
+        )
+    return role
 
 
 def grant(dsn: str, role: str, profile: str) -> list[str]:
-    """Grant `role` the privileges of `profile` (and the profiles below it) on the pgwork schema.
-
-    Run as the role that migrated. Returns the profiles applied.
-    """
+    """Give `role` exactly the privileges of `profile` (and the profiles it includes) on the
+    pgwork schema, revoking whatever else it held there. Run as the role that migrated.
+    Returns the profiles applied."""
     if profile not in GRANT_PROFILES:
         raise InvalidArgument("profile", f"{profile!r} is not a profile", f"use one of {', '.join(GRANT_PROFILES)}")
-    if not role or len(role) > 63:
-        raise InvalidArgument("role", "must be a role name of 1..63 characters", "create it with CREATE ROLE first")
-    profiles = list(GRANT_PROFILES[: GRANT_PROFILES.index(profile) + 1])
-    blocks = sql_files.parse_queries(sql_files.read_text("sql/grants.sql"))
+    check_grantee(role)
     with connect(dsn, autocommit=False, application_name="pgwork-grant") as conn:
         check_schema(conn)
+        facts = conn.execute(sql_files.query("role_facts"), {"role": role}).fetchone()
+        if facts is None:
+            raise InvalidArgument(
+                "role",
+                f"there is no role {role!r} on this server",
+                "create it first: CREATE ROLE name LOGIN PASSWORD ...",
+            )
+        if facts["rolsuper"] or facts["has_owner_rights"]:
+            what = "is a superuser" if facts["rolsuper"] else "owns schema pgwork or is a member of its owner"
+            raise InvalidArgument(
+                "role",
+                f"{role!r} {what}, so no profile can narrow it",
+                "grant to a role of its own, made with CREATE ROLE",
+            )
         with conn.transaction():
-            for name in profiles:
-                conn.execute(psycopg_sql.SQL(blocks[name]).format(role=psycopg_sql.Identifier(role)))
-    return profiles
+            row = conn.execute(sql_files.query("grant_profiles"), {"role": role, "profiles": [profile]}).fetchone()
+    assert row is not None
+    return list(row["applied"])
+
+
+_CLAIM_BODY = re.compile(r"RETURN QUERY\s+(?P<statement>.*?);\s*END\s*$", re.DOTALL)
+_CLAIM_ARGUMENTS = {
+    "owner": "%(owner)s::text",
+    "job_types": "%(job_types)s::text[]",
+    "max_jobs": "%(limit)s::integer",
+    "lease_seconds": "%(lease)s::float8",
+    "now_": "coalesce(%(now)s::timestamptz, now())",
+}
+_CLAIM_NAMES = re.compile(r"(?<![\w.])(" + "|".join(_CLAIM_ARGUMENTS) + r")(?!\w)")
+
+
+def claim_statement(conn: AnyConnection) -> LiteralString:
+    """The one statement the installed pgwork.claim runs, read back from the database, with its
+    arguments as %(owner)s, %(job_types)s, %(limit)s, %(lease)s and %(now)s: what the plan tests
+    and the lab EXPLAIN (EXPLAIN of the function call cannot see inside it)."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(sql_files.query("claim_source")).fetchone()
+    assert row is not None
+    match = _CLAIM_BODY.search(str(row["prosrc"]))
+    if match is None:
+        raise ValueError("pgwork.claim no longer has the shape `RETURN QUERY <statement>; END`")
+    body = re.sub(r"--[^\n]*", "", match.group("statement"))
+    # The text is the body of pgwork's own migration, as installed; never input.
+    return _CLAIM_NAMES.sub(lambda m: _CLAIM_ARGUMENTS[m.group(1)], body)
 
 
 def _optional_types(job_types: Iterable[str] | None) -> list[str] | None:
@@ -408,7 +500,7 @@ class Queue:
             "now": now,
         }
         claimed = []
-        for r in self._all("claim_one" if limit == 1 else "claim", params):
+        for r in self._all("claim", params):
             attempt = int(r["attempt_count"])
             claimed.append(
                 ClaimedJob(
@@ -480,7 +572,7 @@ class Queue:
         result_json = Jsonb(_result_json(result), dumps=_identity)
         row = self._one(
             "succeed",
-            {"id": lease.job_id, "token": lease.token, "owner": lease.owner, "result": result_json, "now": now},
+            {"id": lease.job_id, "token": lease.token, "result": result_json, "now": now},
             conn,
         )
         assert row is not None
@@ -508,7 +600,6 @@ class Queue:
             {
                 "ids": ids,
                 "tokens": [lease.token for lease, _ in completions],
-                "owners": [lease.owner for lease, _ in completions],
                 "results": results,
                 "now": now,
             },
@@ -533,7 +624,10 @@ class Queue:
         delay: float | None = None,
         now: datetime | None = None,
     ) -> Failure:
-        """Record a failed attempt: retry after a backoff while attempts remain, else dead."""
+        """Record a failed attempt: retry after a backoff while attempts remain, else dead.
+
+        The database applies the retry only while attempts remain (pgwork.fail), whatever the
+        caller asks; a non-retryable error goes dead at once."""
         retry_in = self.backoff.delay(lease.attempt) if delay is None else _check_seconds(delay, "delay")
         row = self._one(
             "fail",
@@ -541,8 +635,7 @@ class Queue:
                 "id": lease.job_id,
                 "token": lease.token,
                 "error": _error_text(error),
-                "retryable": retryable,
-                "delay": retry_in,
+                "retry_delay": retry_in if retryable else None,
                 "now": now,
             },
         )
@@ -592,9 +685,9 @@ class Queue:
 
     def cancel(self, ids: Sequence[int], *, now: datetime | None = None) -> CancelReport:
         wanted = sorted(set(check_ids(ids)))
-        with self._conn() as conn, conn.transaction():
-            pending = {int(r["id"]) for r in self._all("cancel_pending", {"ids": wanted, "now": now}, conn)}
-            running = {int(r["id"]) for r in self._all("cancel_running", {"ids": wanted, "now": now}, conn)}
+        rows = self._all("cancel", {"ids": wanted, "now": now})
+        pending = {int(r["id"]) for r in rows if r["was"] == "pending"}
+        running = {int(r["id"]) for r in rows if r["was"] == "running"}
         rest = [i for i in wanted if i not in pending and i not in running]
         return CancelReport(sorted(pending), sorted(running), rest)
 
@@ -613,14 +706,11 @@ class Queue:
         allowed = {"succeeded", "cancelled", "dead"}
         if not statuses or not set(statuses) <= allowed:
             raise InvalidArgument("statuses", f"must be among {sorted(allowed)}", "only history is pruned")
+        check_int(batch, "batch", 1, 1_000_000, "prune in batches of at most 1000000")
         total = 0
         while True:
-            with self._conn() as conn, conn.cursor() as cur:
-                cur.execute(
-                    sql_files.query("prune"),
-                    {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch},
-                )
-                deleted = cur.rowcount
+            row = self._one("prune", {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch})
+            deleted = int(row["deleted"]) if row else 0
             total += deleted
             if deleted < batch:
                 return total

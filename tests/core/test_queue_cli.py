@@ -11,6 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgwork.sql_files import latest_version
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,7 +40,7 @@ def _jobs(dsn: str) -> int:
 
 
 def test_migrate_enqueue_and_ask(empty_dsn: str) -> None:
-    assert "applied migrations [1]" in pgwork("migrate", dsn=empty_dsn).stdout
+    assert f"applied migrations {list(range(1, latest_version() + 1))}" in pgwork("migrate", dsn=empty_dsn).stdout
     assert "already up to date" in pgwork("--dsn", empty_dsn, "migrate").stdout
     out = pgwork("enqueue", "ocr", "--payload", '{"doc": "a.pdf"}', "--key", "a.pdf", "--priority", "5", dsn=empty_dsn)
     assert out.returncode == 0, out.stderr
