@@ -157,7 +157,10 @@ def test_runs_as_the_numeric_non_root_user_on_a_read_only_root(image: Image) -> 
 
 def test_image_is_small_and_has_no_build_tools(image: Image) -> None:
     size = int(image.podman("image", "inspect", "--format", "{{.Size}}", image.tag, check=True).stdout)
-    print(f"\nimage size {size / 2**20:.0f} MiB" + (f", built in {image.build_seconds:.0f}s" if image.build_seconds else ""))
+    print(
+        f"\nimage size {size / 2**20:.0f} MiB"
+        + (f", built in {image.build_seconds:.0f}s" if image.build_seconds else "")
+    )
     assert size < MAX_IMAGE_MIB * 2**20, f"image is {size / 2**20:.0f} MiB"
     found = image.podman(
         "run", "--rm", "--read-only", "--entrypoint", "sh", image.tag, "-c",

@@ -291,7 +291,14 @@ class Stack:
     def worker(self, jobqueue: str, pod: str, *args: str) -> WorkerProcess:
         port = free_port()
         w = start_worker(
-            self.dsns[jobqueue], self.log_dir, self.workers, "--metrics-port", str(port), "--grace", "1s", *args,
+            self.dsns[jobqueue],
+            self.log_dir,
+            self.workers,
+            "--metrics-port",
+            str(port),
+            "--grace",
+            "1s",
+            *args,
             worker_id=pod,
         )
         self.prometheus.add_worker(port, jobqueue, pod)
