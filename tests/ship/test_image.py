@@ -55,11 +55,21 @@ class Image:
             assert proc.returncode == 0, f"podman {' '.join(args)}: {proc.stdout}{proc.stderr}"
         return proc
 
-    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, dsn: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """`podman run` the way the chart runs the container: read-only root, no capabilities."""
         return self.podman(
-            "run", "--rm", "--read-only", "--cap-drop", "ALL", "--network", "host", self.tag, *args, timeout=timeout
-        )
+            "run", "--rm", *CONTAINER, *reach(dsn), self.tag, *args, timeout=timeout
+        )  # fmt: skip
+
+
+# As the chart runs it: read-only root, no capabilities; the host's network to reach the test database.
+CONTAINER = ("--read-only", "--cap-drop", "ALL", "--network", "host")
+
+
+def reach(dsn: str) -> list[str]:
+    """A database on a Unix socket (the embedded server may use one) is reached through a mount."""
+    host = str(psycopg.conninfo.conninfo_to_dict(dsn).get("host") or "") if dsn else ""
+    return ["--volume", f"{host}:{host}"] if host.startswith("/") else []
 
 
 @pytest.fixture(scope="session")
@@ -172,14 +182,15 @@ def test_image_is_small_and_has_no_build_tools(image: Image) -> None:
 
 
 def test_migrate_enqueue_and_a_burst_worker_against_the_host_database(image: Image, empty_dsn: str) -> None:
-    migrated = image.run("--dsn", empty_dsn, "migrate")
+    migrated = image.run("--dsn", empty_dsn, "migrate", dsn=empty_dsn)
     assert migrated.returncode == 0, migrated.stderr
-    enqueued = image.run("--dsn", empty_dsn, "enqueue", JOB_TYPE, "--payload", invoice_payload(0.1))
+    enqueued = image.run("--dsn", empty_dsn, "enqueue", JOB_TYPE, "--payload", invoice_payload(0.1), dsn=empty_dsn)
     assert enqueued.returncode == 0, enqueued.stderr
     job_id = int(enqueued.stdout.strip())
     worked = image.run(
-        "--dsn", empty_dsn, "worker", "--app", "pgwork.demo.app", "--burst", "--metrics-port", "0", "--id", "img"
-    )
+        "--dsn", empty_dsn, "worker", "--app", "pgwork.demo.app", "--burst", "--metrics-port", "0", "--id", "img",
+        dsn=empty_dsn,
+    )  # fmt: skip
     assert worked.returncode == 0, worked.stderr
     with psycopg.connect(empty_dsn) as conn:
         row = conn.execute(
@@ -191,11 +202,11 @@ def test_migrate_enqueue_and_a_burst_worker_against_the_host_database(image: Ima
 
 
 def test_worker_serves_metrics_and_readyz_and_drains_on_sigterm(image: Image, empty_dsn: str) -> None:
-    assert image.run("--dsn", empty_dsn, "migrate").returncode == 0
+    assert image.run("--dsn", empty_dsn, "migrate", dsn=empty_dsn).returncode == 0
     name = f"pgwork-test-{uuid.uuid4().hex[:8]}"
     port = free_port()
     started = image.podman(
-        "run", "-d", "--name", name, "--read-only", "--cap-drop", "ALL", "--network", "host", image.tag,
+        "run", "-d", "--name", name, *CONTAINER, *reach(empty_dsn), image.tag,
         "--dsn", empty_dsn, "worker", "--app", "pgwork.demo.app", "--metrics-port", str(port),
         "--heartbeat", "1s", "--lease", "10s", "--grace", "30s", "--id", name,
     )  # fmt: skip
@@ -208,7 +219,7 @@ def test_worker_serves_metrics_and_readyz_and_drains_on_sigterm(image: Image, em
         for name_ in ("pgwork_worker_heartbeat_age_seconds", "pgwork_claim_duration_seconds_bucket"):
             assert name_ in text
         assert f'pgwork_jobs_finished_total{{job_type="{JOB_TYPE}",outcome="succeeded"}} 0.0' in text
-        enqueued = image.run("--dsn", empty_dsn, "enqueue", JOB_TYPE, "--payload", invoice_payload(3))
+        enqueued = image.run("--dsn", empty_dsn, "enqueue", JOB_TYPE, "--payload", invoice_payload(3), dsn=empty_dsn)
         job_id = int(enqueued.stdout.strip())
 
         def status_of() -> str:

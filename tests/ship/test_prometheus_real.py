@@ -38,7 +38,7 @@ from pgwork import embedded
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.queue import Queue, migrate
 from tests.operator import stories
-from tests.operator.harness import Emulator, running
+from tests.operator.harness import Emulator, collect_leftovers, running
 from tests.ship.support import MONITORING
 from tests.worker.workerkit import WorkerProcess, start_worker
 
@@ -360,6 +360,11 @@ def stack(databases: Any, migrated_template: str) -> Iterator[Stack]:
         emulator.stop()
         print("\nmeasured time to firing (s):", json.dumps(stack.timings, indent=1))
         shutil.rmtree(workdir, ignore_errors=True)
+        # kopf's sessions to the emulator hang off the operator's runtime; drop them here, so their
+        # ResourceWarnings (errors under filterwarnings=error) are not raised in some later test.
+        options.runtime = None
+        del operator, options, stack
+        collect_leftovers()
 
 
 @pytest.fixture(scope="module")
