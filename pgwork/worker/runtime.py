@@ -135,6 +135,7 @@ class Worker:
         self.metrics.heartbeat_interval.set(options.heartbeat)
         self._tracer = trace.get_tracer("pgwork.worker", tracer_provider=tracer_provider)
         self.holdings = Holdings()
+        self.metrics.watch(self.holdings, types)
         self._wake = threading.Event()
         self._stop = threading.Event()  # first request: stop claiming, drain
         self._force = threading.Event()  # second request: release at once
