@@ -133,9 +133,9 @@ def test_reader_sees_the_operator_questions_and_no_payload(dsn: str, make_role: 
         by_type = {s.job_type: s for s in q.stats()}
         assert (by_type["ocr"].ready, by_type["ocr"].running, by_type["mail"].dead) == (2, 1, 1)
         [running] = q.running()
-        assert (running["id"], running["lease_owner"]) == (held.id, "pod-a")
+        assert (running.id, running.lease_owner) == (held.id, "pod-a")
         [dead] = q.dead()
-        assert (dead["id"], dead["last_error"]) == (mail.id, "smtp said no")
+        assert (dead.id, dead.last_error) == (mail.id, "smtp said no")
         assert q.running_by_owner() == {"pod-a": 1}
         for call in (
             lambda: q.enqueue("ocr", {}),
