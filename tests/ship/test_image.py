@@ -23,8 +23,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from pgwork.demo import JOB_TYPE, invoices
 
+from pgwork.demo import JOB_TYPE, invoices
 from tests.ship.support import ROOT
 
 pytestmark = pytest.mark.slow
