@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgwork.demo import JOB_TYPE, invoices
+from pgwork.tools.demo import JOB_TYPE, invoices
 from tests.ship.support import ROOT
 
 pytestmark = pytest.mark.slow
@@ -194,7 +194,7 @@ def test_migrate_enqueue_and_a_burst_worker_against_the_host_database(image: Ima
     assert enqueued.returncode == 0, enqueued.stderr
     job_id = int(enqueued.stdout.strip())
     worked = image.run(
-        "--dsn", empty_dsn, "worker", "--app", "pgwork.demo.app", "--burst", "--metrics-port", "0", "--id", "img",
+        "--dsn", empty_dsn, "worker", "--app", "pgwork.tools.demo.app", "--burst", "--metrics-port", "0", "--id", "img",
         dsn=empty_dsn,
     )  # fmt: skip
     assert worked.returncode == 0, worked.stderr
@@ -213,7 +213,7 @@ def test_worker_serves_metrics_and_readyz_and_drains_on_sigterm(image: Image, em
     port = free_port()
     started = image.podman(
         "run", "-d", "--name", name, *CONTAINER, *reach(empty_dsn), image.tag,
-        "--dsn", empty_dsn, "worker", "--app", "pgwork.demo.app", "--metrics-port", str(port),
+        "--dsn", empty_dsn, "worker", "--app", "pgwork.tools.demo.app", "--metrics-port", str(port),
         "--heartbeat", "1s", "--lease", "10s", "--grace", "30s", "--id", name,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
