@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -26,6 +26,7 @@ from pgwork.db.rows import (
     SucceedRow,
 )
 from pgwork.errors import InvalidArgument
+from pgwork.failure import decide_failure
 from pgwork.models import (
     CancelReport,
     ClaimedJob,
@@ -141,7 +142,7 @@ class Queue(QueueBase):
                 max_attempts=r.max_attempts,
                 idempotency_key=r.idempotency_key,
                 trace_context=r.trace_context or {},
-                lease=Lease(r.id, r.lease_token, owner, r.attempt_count),
+                lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts),
                 lease_expires_at=r.lease_expires_at,
                 created_at=r.created_at,
                 last_error=r.last_error,
@@ -246,17 +247,23 @@ class Queue(QueueBase):
     ) -> Failure:
         """Record a failed attempt: retry after a backoff while attempts remain, else dead.
 
-        The database applies the retry only while attempts remain (pgwork.fail), whatever the
-        caller asks; a non-retryable error goes dead at once."""
+        Decided here (pgwork.failure.decide_failure), applied by pgwork.set_state_if_held only
+        while the lease holds and within its bounds: a retry past the attempt budget is applied
+        as dead, whatever the caller asks; a non-retryable error goes dead at once."""
         retry_in = self.backoff.delay(lease.attempt) if delay is None else check_seconds(delay, "delay")
+        # A lease made by hand does not know the budget: ask for the retry, the database says.
+        budget = lease.max_attempts if lease.max_attempts is not None else _SMALLINT_MAX
+        decision = decide_failure(lease.attempt, budget, retryable, retry_in, now or datetime.now(UTC))
         params = {
             "id": lease.job_id,
             "token": lease.token,
+            "state": decision.state,
+            "reason": decision.reason.value if decision.reason else None,
+            "retry_delay": decision.retry_delay,
             "error": error_text(error),
-            "retry_delay": retry_in if retryable else None,
             "now": now,
         }
-        row = self._one("fail", params, FailRow, conn)
+        row = self._one("set_state_if_held", params, FailRow, conn)
         if row is None:
             return Failure(FailOutcome.LEASE_LOST)
         if row.status == "pending":
@@ -343,6 +350,10 @@ class Queue(QueueBase):
             total += deleted
             if deleted < batch:
                 return total
+
+
+# attempt_count and max_attempts are smallint columns.
+_SMALLINT_MAX = 32767
 
 
 def _identity(text: Any) -> str:

@@ -69,9 +69,11 @@ SELECT * FROM pgwork.succeed(%(id)s::bigint, %(token)s::uuid, %(result)s::jsonb,
 SELECT * FROM pgwork.succeed_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::jsonb[],
                                   %(now)s::timestamptz);
 
--- name: fail :one
-SELECT * FROM pgwork.fail(%(id)s::bigint, %(token)s::uuid, %(error)s::text, %(retry_delay)s::float8,
-                          %(now)s::timestamptz);
+-- name: set_state_if_held :one
+-- A failed attempt's decided state (pgwork.failure.decide_failure), applied only while the token
+-- holds the job, within the bounds the function itself enforces (migration 0004).
+SELECT * FROM pgwork.set_state_if_held(%(id)s::bigint, %(token)s::uuid, %(state)s::text, %(reason)s::text,
+                                       %(retry_delay)s::float8, %(error)s::text, %(now)s::timestamptz);
 
 -- name: release :one
 SELECT * FROM pgwork.release(%(id)s::bigint, %(token)s::uuid, %(note)s::text, %(now)s::timestamptz);

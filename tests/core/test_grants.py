@@ -289,7 +289,7 @@ def test_a_worker_cannot_touch_another_workers_job(dsn: str, make_role: MakeRole
     with psycopg.connect(worker, autocommit=True) as conn:
         for statement in (
             "SELECT * FROM pgwork.succeed(%s, NULL, '{}')",
-            "SELECT * FROM pgwork.fail(%s, NULL, 'x', 0)",
+            "SELECT * FROM pgwork.set_state_if_held(%s, NULL, 'dead', 'not_retryable', NULL, 'x')",
             "SELECT * FROM pgwork.release(%s, NULL, 'x')",
         ):
             assert conn.execute(statement, (unclaimed,)).fetchall() in ([], [(0, 0)])  # type: ignore[arg-type]
