@@ -4,7 +4,6 @@ hostile attempt by a granted role is refused or changes nothing."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,35 +16,9 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import Completion, FailOutcome, LeaseState, NewJob
 from pgwork.operator.db import QueueCache, jobs_by_owner
 from pgwork.queue import GRANT_PROFILES, Queue, check_grantee, grant, new_token
+from tests.core.conftest import MakeRole
 
 Denied = psycopg.errors.InsufficientPrivilege
-MakeRole = Callable[..., str]
-
-
-def _as(dsn: str, role: str) -> str:
-    return psycopg.conninfo.make_conninfo(dsn, user=role)
-
-
-@pytest.fixture
-def make_role(dsn: str) -> Iterator[MakeRole]:
-    """Create a LOGIN role with a unique name (optionally granted a profile); returns its DSN.
-    Every role made is dropped after the test."""
-    made: list[str] = []
-
-    def make(profile: str | None = None, *, name: str | None = None) -> str:
-        role = name or f"pgwork_t_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        made.append(role)
-        if profile is not None:
-            grant(dsn, role, profile)
-        return _as(dsn, role)
-
-    yield make
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for role in made:
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def _row(dsn: str, job_id: int) -> dict[str, Any]:
