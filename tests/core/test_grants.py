@@ -171,9 +171,7 @@ def test_reaper_reaps_and_prunes_history_only(dsn: str, make_role: MakeRole) -> 
         owner.enqueue_many([NewJob("ocr", {"n": i}) for i in range(3)])
         [lapsed] = owner.claim("pod-a", lease=0.01)
         [done] = owner.claim("pod-a")
-        owner.succeed(done.lease, {"ok": True})
-    with psycopg.connect(dsn) as conn:
-        conn.execute("UPDATE pgwork.jobs SET completed_at = now() - interval '40 days' WHERE id = %s", (done.id,))
+        owner.succeed(done.lease, {"ok": True}, now=datetime.now(UTC) - timedelta(days=40))
     assert _reap_until(reaper, lapsed.id)
     with Queue(reaper) as q:
         # The clock is the server's: a reaper cannot reap live leases by claiming it is later.

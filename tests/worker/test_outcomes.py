@@ -12,6 +12,7 @@ from pgwork.queue import Queue
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import REGISTRY, Job, PermanentError, Registry, StopReason
 from pgwork.worker.runtime import Worker, check_result
+from tests.support.rows import Rows
 
 
 def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
@@ -61,8 +62,7 @@ def test_exception_retries_with_backoff_then_dies(queue: Queue) -> None:
     assert row.available_at > row.created_at  # pushed into the future by backoff
     assert row.last_error.startswith("RuntimeError: model backend returned 503 (attempt 1)")
     assert "Traceback" in row.last_error
-    with queue._pool.connection() as conn:  # make it ready now instead of sleeping through the backoff
-        conn.execute("UPDATE pgwork.jobs SET available_at = now() WHERE id = %s", (job_id,))
+    Rows(queue).ready_now(job_id)  # instead of sleeping through the backoff
     run_burst(queue)
     row = queue.job(job_id)
     assert row is not None and row.status == "dead" and row.attempt_count == 2
