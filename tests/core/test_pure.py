@@ -238,3 +238,11 @@ def test_tcp_keepalives_are_added_unless_given(dsn: str, expected: dict[str, str
 
 def test_tcp_defaults_leave_an_unparseable_dsn_alone() -> None:
     assert with_tcp_defaults("host='unterminated") == "host='unterminated"
+
+
+def test_pgwork_queue_still_imports_what_it_did_from_pgwork_db() -> None:
+    import pgwork.db
+    import pgwork.queue
+
+    for name in ("Queue", "migrate", "grant", "connect", "claim_statement", "Listener", "AnyConnection", "new_token"):
+        assert getattr(pgwork.queue, name) is getattr(pgwork.db, name)
