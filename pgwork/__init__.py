@@ -1,9 +1,9 @@
 """pgwork: a work queue for slow, failure-prone jobs, inside PostgreSQL."""
 
 from pgwork.backoff import Backoff
+from pgwork.db import Queue, migrate
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState, NewJob
-from pgwork.queue import Queue, migrate
 from pgwork.version import __version__
 from pgwork.worker.registry import Job, PermanentError, handler
 

@@ -19,11 +19,11 @@ from typing import Any
 import psycopg
 
 from pgwork import __version__, tracing
+from pgwork.db import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_age, parse_duration
 from pgwork.errors import PgworkError
 from pgwork.models import Reclaimed
-from pgwork.queue import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import json_safe, render, visible
 from pgwork.validation import parse_id, parse_whole
@@ -153,19 +153,22 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_running(args: argparse.Namespace) -> int:
     with _queue(args) as q:
-        _print_rows(q.running(), args.json)
+        _print_rows([dataclasses.asdict(r) for r in q.running()], args.json)
     return 0
 
 
 def cmd_retrying(args: argparse.Namespace) -> int:
     with _queue(args) as q:
-        _print_rows(q.retrying(), args.json)
+        _print_rows([dataclasses.asdict(r) for r in q.retrying()], args.json)
     return 0
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
     with _queue(args) as q:
-        _print_rows(q.dead(limit=_whole(args.limit, "--limit", "use 1..1000000") or 0), args.json)
+        _print_rows(
+            [dataclasses.asdict(r) for r in q.dead(limit=_whole(args.limit, "--limit", "use 1..1000000") or 0)],
+            args.json,
+        )
     return 0
 
 

@@ -33,6 +33,9 @@ class Lease:
     token: uuid.UUID
     owner: str
     attempt: int
+    # The job's attempt budget as the claim saw it (None: unknown, e.g. a lease made by hand);
+    # the database enforces the budget either way.
+    max_attempts: int | None = None
 
 
 @dataclass(frozen=True)

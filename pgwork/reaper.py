@@ -19,9 +19,9 @@ from types import TracebackType
 
 import psycopg
 
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import Reclaimed
-from pgwork.queue import Queue
 
 DEFAULT_EVERY = 10.0
 DEFAULT_LIMIT = 1000

@@ -1,6 +1,8 @@
 """SQL lives in .sql files; this module loads it by name, for the core and the tools alike.
 
-`queries.sql` holds `-- name: NAME` blocks (the procrastinate layout); migrations are files named
+`queries.sql` holds `-- name: NAME :shape` blocks (the procrastinate and sqlc layout; the shape,
+one of :one, :many, :scalar, :exec, says what the statement returns and pgwork.db.statements runs it
+so); migrations are files named
 `NNNN_description.sql` applied in order. The tools' own statements (the lab's strategies, the chaos
 claim log) are `-- name:` blocks too, loaded through `Statements` from their own package.
 """
@@ -13,24 +15,38 @@ from functools import cache
 from importlib import resources
 from typing import LiteralString, cast
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_NAME = re.compile(r"^-- name: (\w+)(?:[ \t]+:(\w+))?[ \t]*$", re.MULTILINE)
+SHAPES = ("one", "many", "scalar", "exec")
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 
-def parse_queries(text: str) -> dict[str, LiteralString]:
-    """Split a queries file into {name: statement}. Comment lines inside a block are kept."""
+@dataclass(frozen=True)
+class Block:
+    sql: LiteralString
+    shape: str | None  # None: the block declares no shape (the tools' statements may omit it)
+
+
+def parse_blocks(text: str) -> dict[str, Block]:
+    """Split a queries file into {name: Block}. Comment lines inside a block are kept."""
     parts = _NAME.split(text)
-    queries: dict[str, LiteralString] = {}
-    # parts = [preamble, name1, body1, name2, body2, ...]
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        if name in queries:
+    blocks: dict[str, Block] = {}
+    # parts = [preamble, name1, shape1, body1, name2, shape2, body2, ...]
+    for name, shape, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        if name in blocks:
             raise ValueError(f"query {name!r} is defined twice")
+        if shape is not None and shape not in SHAPES:
+            raise ValueError(f"query {name!r} declares shape :{shape}; use one of :{', :'.join(SHAPES)}")
         statement = body.strip()
         if not statement:
             raise ValueError(f"query {name!r} is empty")
         # The text comes from files shipped inside the package, never from input.
-        queries[name] = cast(LiteralString, statement)
-    return queries
+        blocks[name] = Block(cast(LiteralString, statement), shape)
+    return blocks
+
+
+def parse_queries(text: str) -> dict[str, LiteralString]:
+    """Split a queries file into {name: statement}."""
+    return {name: block.sql for name, block in parse_blocks(text).items()}
 
 
 def read_text(path: str, package: str = "pgwork") -> str:
@@ -49,24 +65,33 @@ class Statements:
             raise ValueError("Statements needs at least one .sql file")
         self.package = package
         self.files = files
-        self._loaded: dict[str, LiteralString] | None = None
+        self._loaded: dict[str, Block] | None = None
 
-    def all(self) -> dict[str, LiteralString]:
+    def blocks(self) -> dict[str, Block]:
         if self._loaded is None:
-            found: dict[str, LiteralString] = {}
+            found: dict[str, Block] = {}
             for path in self.files:
-                for name, statement in parse_queries(read_text(path, self.package)).items():
+                for name, block in parse_blocks(read_text(path, self.package)).items():
                     if name in found:
                         raise ValueError(f"query {name!r} is defined twice in {self._where()}")
-                    found[name] = statement
+                    found[name] = block
             self._loaded = found
         return self._loaded
 
-    def query(self, name: str) -> LiteralString:
+    def all(self) -> dict[str, LiteralString]:
+        return {name: block.sql for name, block in self.blocks().items()}
+
+    def _block(self, name: str) -> Block:
         try:
-            return self.all()[name]
+            return self.blocks()[name]
         except KeyError:
             raise KeyError(f"no query named {name!r} in {self._where()}") from None
+
+    def query(self, name: str) -> LiteralString:
+        return self._block(name).sql
+
+    def shape(self, name: str) -> str | None:
+        return self._block(name).shape
 
     def _where(self) -> str:
         folder = self.package.replace(".", "/")

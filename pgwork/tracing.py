@@ -27,7 +27,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from pgwork.errors import PgworkError
 
 if TYPE_CHECKING:
-    from pgwork.queue import AnyConnection, Queue
+    from pgwork.db import AnyConnection, Queue
 
 SYSTEM = "pgwork"
 TRACER_NAME = "pgwork"

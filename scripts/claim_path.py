@@ -21,9 +21,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from pgwork import sql_files
+from pgwork.db import Queue, migrate
 from pgwork.dsn import with_dbname
 from pgwork.models import NewJob
-from pgwork.queue import Queue, migrate
 
 # Version 1's claim_one and succeed, as queries.sql held them.
 V1_CLAIM = """

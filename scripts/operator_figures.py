@@ -24,11 +24,11 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pgwork.db import Queue, migrate
 from pgwork.dsn import with_dbname
 from pgwork.models import NewJob
 from pgwork.operator.db import QueueCache, jobs_by_owner, read_figures
 from pgwork.operator.handlers import OperatorOptions
-from pgwork.queue import Queue, migrate
 from tests.operator import stories
 from tests.operator.harness import Emulator, eventually, running
 

@@ -49,7 +49,7 @@ def package_copy(tmp_path: Path) -> Path:
     ("module", "planted", "broken"),
     [
         # The core reaching up into the CLI, even from inside a function.
-        ("queue.py", "def _planted() -> None:\n    import pgwork.cli\n", "core <- worker <- operator"),
+        ("db/queue.py", "def _planted() -> None:\n    import pgwork.cli\n", "core <- worker <- operator"),
         # The operator reaching the worker through the façade, as `from pgwork import __version__` did.
         ("operator/spec.py", "from pgwork import Queue\n", "the operator never imports the worker"),
         # The worker loading a tool.

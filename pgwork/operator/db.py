@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import psycopg
 import psycopg_pool
 
+from pgwork.db import Queue
 from pgwork.errors import (
     AccessDenied,
     BadConnectionString,
@@ -22,7 +23,6 @@ from pgwork.errors import (
 )
 from pgwork.models import TypeStats
 from pgwork.operator.credentials import scrub
-from pgwork.queue import Queue
 
 QueueFactory = Callable[[str], Queue]
 User = tuple[str, str]  # (namespace, jobqueue)

@@ -1,21 +1,22 @@
--- Every statement pgwork sends, by name. Loaded by pgwork.sql_files; the Queue class is the
--- only caller. Parameters are psycopg named placeholders. Time-dependent statements take
--- %(now)s, which is NULL in production (the server's clock) and a fixed instant in tests.
+-- Every statement pgwork sends, by name and row shape (:one at most one row, :many rows,
+-- :scalar one value, :exec nothing), run by pgwork.db.statements; pgwork.db is the only caller.
+-- Parameters are psycopg named placeholders. Time-dependent statements take %(now)s,
+-- which is NULL in production (the server's clock) and a fixed instant in tests.
 
--- name: server_encoding
+-- name: server_encoding :scalar
 SHOW server_encoding;
 
--- name: schema_version
+-- name: schema_version :scalar
 SELECT coalesce(max(version), 0) AS version FROM pgwork.schema_version;
 
--- name: schema_exists
+-- name: schema_exists :scalar
 SELECT to_regclass('pgwork.schema_version') IS NOT NULL AS present;
 
--- name: migrate_lock
+-- name: migrate_lock :exec
 -- Held until the migrating transaction ends, so concurrent migrators run one after another.
 SELECT pg_advisory_xact_lock(hashtext('pgwork.migrate'));
 
--- name: migrate_bootstrap
+-- name: migrate_bootstrap :exec
 CREATE SCHEMA IF NOT EXISTS pgwork;
 CREATE TABLE IF NOT EXISTS pgwork.schema_version (
     version    integer     PRIMARY KEY,
@@ -23,20 +24,20 @@ CREATE TABLE IF NOT EXISTS pgwork.schema_version (
     applied_at timestamptz NOT NULL DEFAULT now()
 );
 
--- name: role_facts
+-- name: role_facts :one
 -- What `pgwork grant` checks about a grantee before touching its privileges.
 SELECT r.rolname, r.rolsuper,
        pg_catalog.pg_has_role(r.oid, n.nspowner, 'MEMBER') AS has_owner_rights
   FROM pg_catalog.pg_roles AS r, pg_catalog.pg_namespace AS n
  WHERE r.rolname = %(role)s AND n.nspname = 'pgwork';
 
--- name: grant_profiles
+-- name: grant_profiles :scalar
 SELECT pgwork.grant_profiles(%(role)s::text, %(profiles)s::text[]) AS applied;
 
--- name: migrate_record
+-- name: migrate_record :exec
 INSERT INTO pgwork.schema_version (version, name) VALUES (%(version)s, %(name)s);
 
--- name: enqueue
+-- name: enqueue :many
 INSERT INTO pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context)
 SELECT t.job_type, t.payload, t.priority, t.max_attempts,
        coalesce(t.available_at, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => t.delay)),
@@ -54,77 +55,76 @@ RETURNING id;
 -- sets up. Arguments are cast to the functions' exact types (psycopg sends Python ints as the
 -- smallest integer type that fits).
 
--- name: claim
+-- name: claim :many
 SELECT * FROM pgwork.claim(%(owner)s::text, %(job_types)s::text[], %(limit)s::integer, %(lease)s::float8,
                            %(now)s::timestamptz);
 
--- name: heartbeat
+-- name: heartbeat :many
 SELECT * FROM pgwork.heartbeat(%(ids)s::bigint[], %(tokens)s::uuid[], %(lease)s::float8, %(now)s::timestamptz);
 
--- name: succeed
+-- name: succeed :one
 SELECT * FROM pgwork.succeed(%(id)s::bigint, %(token)s::uuid, %(result)s::jsonb, %(now)s::timestamptz);
 
--- name: succeed_many
+-- name: succeed_many :many
 SELECT * FROM pgwork.succeed_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::jsonb[],
                                   %(now)s::timestamptz);
 
--- name: fail
-SELECT * FROM pgwork.fail(%(id)s::bigint, %(token)s::uuid, %(error)s::text, %(retry_delay)s::float8,
-                          %(now)s::timestamptz);
+-- name: set_state_if_held :one
+-- A failed attempt's decided state (pgwork.failure.decide_failure), applied only while the token
+-- holds the job, within the bounds the function itself enforces (migration 0004).
+SELECT * FROM pgwork.set_state_if_held(%(id)s::bigint, %(token)s::uuid, %(state)s::text, %(reason)s::text,
+                                       %(retry_delay)s::float8, %(error)s::text, %(now)s::timestamptz);
 
--- name: release
+-- name: release :one
 SELECT * FROM pgwork.release(%(id)s::bigint, %(token)s::uuid, %(note)s::text, %(now)s::timestamptz);
 
--- name: acknowledge_cancel
+-- name: acknowledge_cancel :one
 SELECT * FROM pgwork.acknowledge_cancel(%(id)s::bigint, %(token)s::uuid, %(note)s::text, %(now)s::timestamptz);
 
--- name: reap
+-- name: reap :many
 SELECT * FROM pgwork.reap(%(limit)s::integer, %(now)s::timestamptz);
 
--- name: retry
+-- name: retry :many
 SELECT * FROM pgwork.retry(%(ids)s::bigint[], %(max_attempts)s::smallint, %(now)s::timestamptz);
 
--- name: cancel
+-- name: cancel :many
 SELECT * FROM pgwork.cancel(%(ids)s::bigint[], %(now)s::timestamptz);
 
--- name: prune
+-- name: prune :scalar
 SELECT pgwork.prune(%(statuses)s::text[], %(older_than)s::float8, %(batch)s::integer, %(now)s::timestamptz)
        AS deleted;
 
--- name: claim_source
+-- name: claim_source :scalar
 -- The body of the installed claim function, for the plan tests and the lab (claim_statement).
 SELECT p.prosrc FROM pg_catalog.pg_proc AS p
  WHERE p.oid = 'pgwork.claim(text, text[], integer, double precision, timestamptz)'::regprocedure;
 
--- name: statuses
-SELECT j.id, j.status::text AS status FROM pgwork.jobs AS j WHERE j.id = ANY (%(ids)s::bigint[]);
-
--- name: get_job
+-- name: get_job :one
 SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.attempt_count,
        j.max_attempts, j.created_at, j.available_at, j.started_at, j.completed_at,
        j.lease_owner, j.lease_token, j.lease_expires_at, j.heartbeat_at, j.cancel_requested_at,
        j.last_error, j.idempotency_key, j.trace_context
   FROM pgwork.jobs AS j WHERE j.id = %(id)s;
 
--- name: get_result
+-- name: get_result :one
 SELECT r.idempotency_key, r.job_id, r.job_type, r.produced_by, r.produced_at, r.result
   FROM pgwork.job_results AS r WHERE r.idempotency_key = %(key)s;
 
--- name: stats
+-- name: stats :many
 SELECT * FROM pgwork.queue_stats(%(job_types)s::text[], coalesce(%(now)s::timestamptz, now()));
 
--- name: running
+-- name: running :many
 SELECT * FROM pgwork.running_jobs(coalesce(%(now)s::timestamptz, now()));
 
--- name: retrying
+-- name: retrying :many
 SELECT * FROM pgwork.retrying_jobs(coalesce(%(now)s::timestamptz, now()));
 
--- name: dead
+-- name: dead :many
 SELECT * FROM pgwork.dead_jobs() LIMIT %(limit)s;
 
--- name: running_by_owner
+-- name: running_by_owner :many
 -- How many jobs each worker holds, for the operator's pod-deletion-cost.
 SELECT * FROM pgwork.running_by_owner(%(job_types)s::text[]);
 
--- name: listen
+-- name: listen :exec
 LISTEN pgwork_jobs;

@@ -13,9 +13,9 @@ import time
 from types import FrameType
 
 from pgwork import tracing
+from pgwork.db import Queue
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
-from pgwork.queue import Queue
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
 from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.runtime import Worker

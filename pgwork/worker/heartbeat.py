@@ -15,9 +15,9 @@ import time
 
 import psycopg
 
+from pgwork.db import AnyConnection, Queue, connect
 from pgwork.errors import PgworkError
 from pgwork.models import LeaseState
-from pgwork.queue import AnyConnection, Queue, connect
 from pgwork.worker.holdings import HeldState, Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.registry import StopReason

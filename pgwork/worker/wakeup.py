@@ -12,8 +12,8 @@ import threading
 
 import psycopg
 
+from pgwork.db import Listener, Queue
 from pgwork.errors import PgworkError
-from pgwork.queue import Listener, Queue
 
 log = logging.getLogger("pgwork.worker.wakeup")
 

@@ -73,10 +73,10 @@ def test_claim_sets_the_lease(queue: Queue) -> None:
     [job] = queue.claim("pod-a", lease=45, now=at)
     row = queue.job(job_id)
     assert row is not None
-    assert row["status"] == "running" and row["lease_owner"] == "pod-a"
-    assert row["lease_token"] == job.lease.token
-    assert row["lease_expires_at"] == at + timedelta(seconds=45)
-    assert row["heartbeat_at"] == at and row["attempt_count"] == 1
+    assert row.status == "running" and row.lease_owner == "pod-a"
+    assert row.lease_token == job.lease.token
+    assert row.lease_expires_at == at + timedelta(seconds=45)
+    assert row.heartbeat_at == at and row.attempt_count == 1
     assert job.idempotency_key == "invoice-1" and job.attempt == 1
 
 

@@ -4,7 +4,6 @@ hostile attempt by a granted role is refused or changes nothing."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,35 +16,9 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import Completion, FailOutcome, LeaseState, NewJob
 from pgwork.operator.db import QueueCache, jobs_by_owner
 from pgwork.queue import GRANT_PROFILES, Queue, check_grantee, grant, new_token
+from tests.core.conftest import MakeRole
 
 Denied = psycopg.errors.InsufficientPrivilege
-MakeRole = Callable[..., str]
-
-
-def _as(dsn: str, role: str) -> str:
-    return psycopg.conninfo.make_conninfo(dsn, user=role)
-
-
-@pytest.fixture
-def make_role(dsn: str) -> Iterator[MakeRole]:
-    """Create a LOGIN role with a unique name (optionally granted a profile); returns its DSN.
-    Every role made is dropped after the test."""
-    made: list[str] = []
-
-    def make(profile: str | None = None, *, name: str | None = None) -> str:
-        role = name or f"pgwork_t_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        made.append(role)
-        if profile is not None:
-            grant(dsn, role, profile)
-        return _as(dsn, role)
-
-    yield make
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for role in made:
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def _row(dsn: str, job_id: int) -> dict[str, Any]:
@@ -133,9 +106,9 @@ def test_reader_sees_the_operator_questions_and_no_payload(dsn: str, make_role: 
         by_type = {s.job_type: s for s in q.stats()}
         assert (by_type["ocr"].ready, by_type["ocr"].running, by_type["mail"].dead) == (2, 1, 1)
         [running] = q.running()
-        assert (running["id"], running["lease_owner"]) == (held.id, "pod-a")
+        assert (running.id, running.lease_owner) == (held.id, "pod-a")
         [dead] = q.dead()
-        assert (dead["id"], dead["last_error"]) == (mail.id, "smtp said no")
+        assert (dead.id, dead.last_error) == (mail.id, "smtp said no")
         assert q.running_by_owner() == {"pod-a": 1}
         for call in (
             lambda: q.enqueue("ocr", {}),
@@ -198,9 +171,7 @@ def test_reaper_reaps_and_prunes_history_only(dsn: str, make_role: MakeRole) -> 
         owner.enqueue_many([NewJob("ocr", {"n": i}) for i in range(3)])
         [lapsed] = owner.claim("pod-a", lease=0.01)
         [done] = owner.claim("pod-a")
-        owner.succeed(done.lease, {"ok": True})
-    with psycopg.connect(dsn) as conn:
-        conn.execute("UPDATE pgwork.jobs SET completed_at = now() - interval '40 days' WHERE id = %s", (done.id,))
+        owner.succeed(done.lease, {"ok": True}, now=datetime.now(UTC) - timedelta(days=40))
     assert _reap_until(reaper, lapsed.id)
     with Queue(reaper) as q:
         # The clock is the server's: a reaper cannot reap live leases by claiming it is later.
@@ -289,7 +260,7 @@ def test_a_worker_cannot_touch_another_workers_job(dsn: str, make_role: MakeRole
     with psycopg.connect(worker, autocommit=True) as conn:
         for statement in (
             "SELECT * FROM pgwork.succeed(%s, NULL, '{}')",
-            "SELECT * FROM pgwork.fail(%s, NULL, 'x', 0)",
+            "SELECT * FROM pgwork.set_state_if_held(%s, NULL, 'dead', 'not_retryable', NULL, 'x')",
             "SELECT * FROM pgwork.release(%s, NULL, 'x')",
         ):
             assert conn.execute(statement, (unclaimed,)).fetchall() in ([], [(0, 0)])  # type: ignore[arg-type]

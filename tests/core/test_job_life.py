@@ -49,9 +49,9 @@ def test_fencing_after_reap_and_reclaim(queue: Queue, dsn: str) -> None:
     assert queue.heartbeat(b.lease, lease_seconds=30) is LeaseState.HELD
     assert queue.succeed(b.lease, {"by": "b"}) is Completion.CREATED
     result = queue.result("doc-1")
-    assert result is not None and result["produced_by"] == "worker-b" and result["result"] == {"by": "b"}
+    assert result is not None and result.produced_by == "worker-b" and result.result == {"by": "b"}
     row = queue.job(job_id)
-    assert row is not None and row["status"] == "succeeded" and row["attempt_count"] == 2
+    assert row is not None and row.status == "succeeded" and row.attempt_count == 2
 
 
 def test_same_name_restarted_pod_is_not_the_old_owner(queue: Queue) -> None:
@@ -76,7 +76,7 @@ def test_heartbeat_renews_and_reports(queue: Queue) -> None:
     # Renewed from `at`, so a reap at the old expiry finds nothing.
     assert queue.reap(now=_soon(12)) == []
     row = queue.job(a.id)
-    assert row is not None and row["lease_expires_at"] == at + timedelta(seconds=10)
+    assert row is not None and row.lease_expires_at == at + timedelta(seconds=10)
     assert queue.heartbeat_many([]) == {}
 
 
@@ -99,10 +99,10 @@ def test_retry_schedule_then_dead_keeping_last_error(queue: Queue) -> None:
     assert q.fail(job.lease, "model backend returned 503", now=at).outcome is FailOutcome.DEAD
     row = q.job(job_id)
     assert row is not None
-    assert (row["status"], row["attempt_count"], row["last_error"]) == ("dead", 3, "model backend returned 503")
-    assert row["completed_at"] == at and row["lease_token"] is None
+    assert (row.status, row.attempt_count, row.last_error) == ("dead", 3, "model backend returned 503")
+    assert row.completed_at == at and row.lease_token is None
     [dead] = q.dead()
-    assert dead["id"] == job_id and dead["last_error"] == "model backend returned 503"
+    assert dead.id == job_id and dead.last_error == "model backend returned 503"
 
 
 def test_permanent_failure_is_dead_at_once(queue: Queue) -> None:
@@ -110,7 +110,7 @@ def test_permanent_failure_is_dead_at_once(queue: Queue) -> None:
     [job] = queue.claim("w")
     assert queue.fail(job.lease, "unsupported file type", retryable=False).outcome is FailOutcome.DEAD
     row = queue.job(job_id)
-    assert row is not None and (row["status"], row["attempt_count"]) == ("dead", 1)
+    assert row is not None and (row.status, row.attempt_count) == ("dead", 1)
 
 
 def test_reaper_keeps_attempts_and_writes_a_note(queue: Queue) -> None:
@@ -121,8 +121,8 @@ def test_reaper_keeps_attempts_and_writes_a_note(queue: Queue) -> None:
     assert r.attempt_count == 1 and r.overdue_seconds > 4
     row = queue.job(job_id)
     assert row is not None
-    assert (row["status"], row["attempt_count"], row["lease_owner"], row["lease_token"]) == ("pending", 1, None, None)
-    assert "[lease expired, reclaimed from w2 at" in row["last_error"]
+    assert (row.status, row.attempt_count, row.lease_owner, row.lease_token) == ("pending", 1, None, None)
+    assert "[lease expired, reclaimed from w2 at" in row.last_error
     assert queue.reap(now=_soon(30)) == []  # nothing left to reap
 
 
@@ -134,8 +134,8 @@ def test_reaper_buries_a_job_that_keeps_killing_its_worker(queue: Queue) -> None
         at += timedelta(seconds=10)
         queue.reap(now=at)
     row = queue.job(job_id)
-    assert row is not None and (row["status"], row["attempt_count"]) == ("dead", 2)
-    assert row["last_error"].count("lease expired") == 2
+    assert row is not None and (row.status, row.attempt_count) == ("dead", 2)
+    assert row.last_error.count("lease expired") == 2
 
 
 def test_reaper_leaves_a_job_completed_a_moment_earlier(queue: Queue) -> None:
@@ -144,7 +144,7 @@ def test_reaper_leaves_a_job_completed_a_moment_earlier(queue: Queue) -> None:
     assert queue.succeed(job.lease, {"ok": True}) is Completion.CREATED
     assert queue.reap(now=_soon(60)) == []
     row = queue.job(job.id)
-    assert row is not None and row["status"] == "succeeded"
+    assert row is not None and row.status == "succeeded"
 
 
 def test_lab_idempotency_run(queue: Queue, dsn: str) -> None:
@@ -157,10 +157,10 @@ def test_lab_idempotency_run(queue: Queue, dsn: str) -> None:
     [b] = queue.claim("worker-b")
     assert queue.succeed(b.lease, {"total": 100}) is Completion.ALREADY_EXISTED
     row = queue.job(job_id)
-    assert row is not None and (row["status"], row["attempt_count"]) == ("succeeded", 2)
+    assert row is not None and (row.status, row.attempt_count) == ("succeeded", 2)
     assert _count(dsn, "SELECT count(*) FROM pgwork.job_results") == 1
     result = queue.result("invoice-2026-000412")
-    assert result is not None and result["produced_by"] == "worker-a" and result["job_id"] == job_id
+    assert result is not None and result.produced_by == "worker-a" and result.job_id == job_id
 
 
 def test_succeed_in_the_callers_transaction(queue: Queue, dsn: str) -> None:
@@ -170,7 +170,7 @@ def test_succeed_in_the_callers_transaction(queue: Queue, dsn: str) -> None:
         assert queue.succeed(job.lease, {"ok": 1}, conn=conn) is Completion.CREATED
     # rolled back with the caller's business write: still running, no result
     row = queue.job(job.id)
-    assert row is not None and row["status"] == "running" and queue.result("k") is None
+    assert row is not None and row.status == "running" and queue.result("k") is None
     assert queue.succeed(job.lease, {"ok": 1}) is Completion.CREATED
 
 
@@ -181,7 +181,7 @@ def test_result_that_is_not_json_is_refused_before_writing(queue: Queue, bad: ob
     with pytest.raises(InvalidArgument, match="result"):
         queue.succeed(job.lease, bad)
     row = queue.job(job.id)
-    assert row is not None and row["status"] == "running"
+    assert row is not None and row.status == "running"
 
 
 def test_release_returns_the_job_without_refund(queue: Queue) -> None:
@@ -190,8 +190,8 @@ def test_release_returns_the_job_without_refund(queue: Queue) -> None:
     assert queue.release(job.lease, "worker shutting down") is True
     row = queue.job(job.id)
     assert row is not None
-    assert (row["status"], row["attempt_count"], row["lease_owner"]) == ("pending", 1, None)
-    assert "worker shutting down (w, attempt 1)" in row["last_error"]
+    assert (row.status, row.attempt_count, row.lease_owner) == ("pending", 1, None)
+    assert "worker shutting down (w, attempt 1)" in row.last_error
     [again] = queue.claim("w2")
     assert again.attempt == 2  # attempt_count counts claims
 
@@ -206,7 +206,7 @@ def test_cancel_pending_and_running(queue: Queue) -> None:
     assert queue.heartbeat(job.lease) is LeaseState.CANCEL_REQUESTED
     assert queue.release(job.lease) is False  # a cancelled job is not put back
     assert queue.acknowledge_cancel(job.lease) is True
-    statuses = {i: (queue.job(i) or {})["status"] for i in (pending, running)}
+    statuses = {i: getattr(queue.job(i), "status", None) for i in (pending, running)}
     assert statuses == {pending: "cancelled", running: "cancelled"}
 
 
@@ -215,7 +215,7 @@ def test_acknowledge_cancel_needs_a_request(queue: Queue) -> None:
     [job] = queue.claim("w")
     assert queue.acknowledge_cancel(job.lease) is False  # nobody asked: the job keeps running
     row = queue.job(job.id)
-    assert row is not None and row["status"] == "running"
+    assert row is not None and row.status == "running"
 
 
 def test_cancel_requested_job_whose_worker_died_ends_cancelled(queue: Queue) -> None:
@@ -232,8 +232,8 @@ def test_requeue_dead_with_more_attempts(queue: Queue) -> None:
     queue.fail(job.lease, "boom")
     assert queue.retry([job_id, 12345], max_attempts=3) == [job_id]
     row = queue.job(job_id)
-    assert row is not None and (row["status"], row["max_attempts"], row["attempt_count"]) == ("pending", 3, 1)
-    assert row["last_error"].startswith("boom [requeued by hand at")
+    assert row is not None and (row.status, row.max_attempts, row.attempt_count) == ("pending", 3, 1)
+    assert row.last_error.startswith("boom [requeued by hand at")
     assert queue.retry([job_id]) == []  # pending jobs are not "retried"
 
 
@@ -268,10 +268,8 @@ def test_operator_questions(queue: Queue) -> None:
     assert 9 <= stats["embed"].max_heartbeat_age_seconds <= 12
     assert [s.job_type for s in queue.stats(["ocr"], now=at)] == ["ocr"]
     [running] = queue.running(now=at)
-    assert running["id"] == r.id and running["lease_owner"] == "w" and 18 <= running["lease_remaining_seconds"] <= 21
+    assert running.id == r.id and running.lease_owner == "w" and 18 <= running.lease_remaining_seconds <= 21
     [retrying] = queue.retrying(now=at)
-    assert (
-        retrying["id"] == failing and retrying["last_error"] == "timeout" and 45 <= retrying["retry_in_seconds"] <= 51
-    )
+    assert retrying.id == failing and retrying.last_error == "timeout" and 45 <= retrying.retry_in_seconds <= 51
     assert queue.running_by_owner() == {"w": 1}
     assert queue.running_by_owner(["ocr"]) == {}

@@ -14,7 +14,7 @@ from psycopg import sql
 
 from pgwork import sql_files
 from pgwork.errors import EncodingRefused, NotMigrated, SchemaTooNew
-from pgwork.models import Completion, Lease, LeaseState
+from pgwork.models import Completion, FailOutcome, Lease, LeaseState
 from pgwork.queue import Queue, grant, migrate
 from pgwork.sql_files import latest_version
 
@@ -253,3 +253,65 @@ def test_migrate_as_a_worker_is_a_no_op_when_current_and_one_line_when_behind(em
         with psycopg.connect(empty_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
         _drop_roles(dsn, [role])
+
+
+def _at_version_2(dsn: str) -> None:
+    _at_version_1(dsn)
+    second = sql_files.migrations()[1]
+    assert second.version == 2
+    with psycopg.connect(dsn) as conn:
+        conn.execute(second.sql)
+        conn.execute(sql_files.query("migrate_record"), {"version": 2, "name": second.name})
+
+
+def test_version_2_database_with_jobs_in_every_state_moves_to_the_guarded_fail(empty_dsn: str) -> None:
+    _at_version_2(empty_dsn)
+    worker = f"pgwork_v2_worker_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute(V1_JOBS)  # version 2 changed no column: the same rows are every state it can hold
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(worker)))
+        conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['worker'])", (worker,))
+    try:
+        before = _snapshot(empty_dsn)
+        ids = _by_key(empty_dsn)
+        assert migrate(empty_dsn) == list(range(3, latest_version() + 1))
+        assert _snapshot(empty_dsn) == before  # every row, every column
+        with psycopg.connect(empty_dsn) as conn:
+            assert conn.execute(
+                "SELECT to_regprocedure('pgwork.fail(bigint, uuid, text, float8, timestamptz)')"
+            ).fetchone() == (None,)
+
+        # The version-2 worker role kept its profile: it fails through the new function.
+        as_worker = psycopg.conninfo.make_conninfo(empty_dsn, user=worker)
+        with Queue(as_worker) as q:
+            # The lease held across the upgrade retries (no budget on a hand-made lease: the database's).
+            held = Lease(ids["running"], uuid.UUID("11111111-1111-1111-1111-111111111111"), "old-pod", 1)
+            failed = q.fail(held, "after the upgrade", delay=30)
+            assert failed.outcome is FailOutcome.RETRY and failed.available_at is not None
+            stopping = Lease(ids["stopping"], uuid.UUID("22222222-2222-2222-2222-222222222222"), "old-pod", 1)
+            assert q.fail(stopping, "no good", retryable=False).outcome is FailOutcome.DEAD
+            # A stale token, and a finished job, change nothing.
+            assert q.fail(Lease(ids["lapsed"], uuid.uuid4(), "x", 1), "e").outcome is FailOutcome.LEASE_LOST
+            [job] = [j for j in q.claim("new-pod", limit=10) if j.id == ids["retrying"]] or [None]
+            assert job is not None and job.attempt == 3 and job.lease.max_attempts == 5
+            assert q.fail(job.lease, "again").outcome is FailOutcome.RETRY
+        after = {k: _row_status(empty_dsn, i) for k, i in ids.items()}
+        assert after["running"] == ("pending", 1, "after the upgrade")
+        assert after["stopping"] == ("dead", 1, "no good")
+        assert after["retrying"] == ("pending", 3, "again")
+        assert {k: after[k][0] for k in ("succeeded", "dead", "cancelled", "scheduled")} == {
+            "succeeded": "succeeded",
+            "dead": "dead",
+            "cancelled": "cancelled",
+            "scheduled": "pending",
+        }
+    finally:
+        _drop_roles(empty_dsn, [worker])
+
+
+def _row_status(dsn: str, job_id: int) -> tuple[Any, ...]:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT status::text, attempt_count, last_error FROM pgwork.jobs WHERE id = %s", (job_id,))
+        found = row.fetchone()
+    assert found is not None
+    return found

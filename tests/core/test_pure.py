@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from pgwork.backoff import Backoff
+from pgwork.db.statements import statement
 from pgwork.dsn import describe, redact, resolve_dsn, with_tcp_defaults
 from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
+from pgwork.failure import MAX_RETRY_DELAY, DeadReason, FailureDecision, decide_failure
 from pgwork.keys import derive_key
 from pgwork.models import NewJob
-from pgwork.sql_files import migrations, parse_queries, queries
+from pgwork.sql_files import CORE, SHAPES, migrations, parse_blocks, parse_queries, queries
 from pgwork.tables import render
 from pgwork.validation import validate
 
@@ -139,8 +141,59 @@ def test_parse_queries_splits_named_blocks() -> None:
 
 
 def test_shipped_sql_loads() -> None:
-    assert {"claim", "heartbeat", "succeed", "fail", "release", "reap", "enqueue"} <= set(queries())
+    assert {"claim", "heartbeat", "succeed", "set_state_if_held", "release", "reap", "enqueue"} <= set(queries())
     assert next(m.version for m in migrations()) == 1
+
+
+def test_every_core_query_declares_its_row_shape() -> None:
+    blocks = CORE.blocks()
+    assert blocks and {name for name, b in blocks.items() if b.shape is None} == set()
+    assert {b.shape for b in blocks.values()} <= set(SHAPES)
+
+
+def test_parse_blocks_reads_the_shape_and_refuses_an_unknown_one() -> None:
+    blocks = parse_blocks("-- name: a :many\nSELECT 1;\n-- name: b\nSELECT 2;\n-- name: c :scalar\nSELECT 3;\n")
+    assert {n: (b.sql, b.shape) for n, b in blocks.items()} == {
+        "a": ("SELECT 1;", "many"),
+        "b": ("SELECT 2;", None),
+        "c": ("SELECT 3;", "scalar"),
+    }
+    with pytest.raises(ValueError, match=r"declares shape :rows; use one of :one, :many, :scalar, :exec"):
+        parse_blocks("-- name: a :rows\nSELECT 1;")
+
+
+def test_a_statement_run_under_another_shape_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"'claim' is declared :many .* but run as :one"):
+        statement("claim", "one")
+
+
+AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "max_attempts", "retryable", "backoff", "expected"),
+    [
+        # Attempts remain: retry after the backoff.
+        (1, 5, True, 2.0, FailureDecision("pending", AT + timedelta(seconds=2), 2.0)),
+        (4, 5, True, 16.0, FailureDecision("pending", AT + timedelta(seconds=16), 16.0)),
+        # The last attempt failed: dead, because the attempts are used up.
+        (5, 5, True, 32.0, FailureDecision("dead", reason=DeadReason.ATTEMPTS_USED_UP)),
+        # More attempts counted than allowed (max lowered by hand): still dead, same reason.
+        (7, 5, True, 2.0, FailureDecision("dead", reason=DeadReason.ATTEMPTS_USED_UP)),
+        (1, 1, True, 2.0, FailureDecision("dead", reason=DeadReason.ATTEMPTS_USED_UP)),
+        # Not retryable: dead at once, whatever remains; that reason wins on the last attempt too.
+        (1, 5, False, 2.0, FailureDecision("dead", reason=DeadReason.NOT_RETRYABLE)),
+        (5, 5, False, 2.0, FailureDecision("dead", reason=DeadReason.NOT_RETRYABLE)),
+        # The delay is clamped: never in the past, never beyond a day.
+        (1, 5, True, -3.0, FailureDecision("pending", AT, 0.0)),
+        (1, 5, True, 0.0, FailureDecision("pending", AT, 0.0)),
+        (2, 5, True, 10 * MAX_RETRY_DELAY, FailureDecision("pending", AT + timedelta(days=1), MAX_RETRY_DELAY)),
+    ],
+)
+def test_decide_failure(
+    attempt: int, max_attempts: int, retryable: bool, backoff: float, expected: FailureDecision
+) -> None:
+    assert decide_failure(attempt, max_attempts, retryable, backoff, AT) == expected
 
 
 @pytest.mark.parametrize(
@@ -185,3 +238,11 @@ def test_tcp_keepalives_are_added_unless_given(dsn: str, expected: dict[str, str
 
 def test_tcp_defaults_leave_an_unparseable_dsn_alone() -> None:
     assert with_tcp_defaults("host='unterminated") == "host='unterminated"
+
+
+def test_pgwork_queue_still_imports_what_it_did_from_pgwork_db() -> None:
+    import pgwork.db
+    import pgwork.queue
+
+    for name in ("Queue", "migrate", "grant", "connect", "claim_statement", "Listener", "AnyConnection", "new_token"):
+        assert getattr(pgwork.queue, name) is getattr(pgwork.db, name)

@@ -6,12 +6,15 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.sql_files import latest_version
+from tests.support.rows import Rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,13 +184,11 @@ def test_visible(text: str, shown: str) -> None:
 
 
 def _finished(dsn: str, statuses: list[str], days_ago: int) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for n, status in enumerate(statuses):
-            conn.execute(
-                "INSERT INTO pgwork.jobs (job_type, idempotency_key, status, completed_at) "
-                "VALUES ('ocr', %s, %s::pgwork.job_status, now() - make_interval(days => %s))",
-                [f"{status}-{n}-{days_ago}", status, days_ago],
-            )
+    at = datetime.now(UTC) - timedelta(days=days_ago)
+    with Queue(dsn, pool_size=1) as q:
+        rows = Rows(q, job_type="ocr")
+        for status in statuses:
+            getattr(rows, status)(now=at)
 
 
 def _statuses(dsn: str) -> list[str]:

@@ -19,11 +19,11 @@ def test_each_held_lease_succeeds_and_writes_its_result(queue: Queue) -> None:
     assert outcomes == {j.id: Completion.CREATED for j in jobs}
     for j in jobs:
         row = queue.job(j.id)
-        assert row is not None and row["status"] == "succeeded" and row["lease_token"] is None
+        assert row is not None and row.status == "succeeded" and row.lease_token is None
         result = queue.result(j.idempotency_key)
         assert result is not None
-        assert result["result"] == {"n": j.payload["n"] * 10}
-        assert result["produced_by"] == "w" and result["job_id"] == j.id
+        assert result.result == {"n": j.payload["n"] * 10}
+        assert result.produced_by == "w" and result.job_id == j.id
 
 
 def test_a_stale_token_writes_nothing_while_the_rest_of_the_batch_succeeds(queue: Queue) -> None:
@@ -37,7 +37,7 @@ def test_a_stale_token_writes_nothing_while_the_rest_of_the_batch_succeeds(queue
         jobs[2].id: Completion.CREATED,
     }
     held = queue.job(jobs[1].id)
-    assert held is not None and held["status"] == "running" and held["lease_token"] == jobs[1].lease.token
+    assert held is not None and held.status == "running" and held.lease_token == jobs[1].lease.token
     assert queue.result(jobs[1].idempotency_key) is None
 
 
@@ -50,9 +50,9 @@ def test_a_reclaimed_job_refuses_the_old_holder_and_accepts_the_new(queue: Queue
     assert queue.succeed_many([(first.lease, "old")]) == {first.id: Completion.LEASE_LOST}
     assert queue.succeed_many([(second.lease, "new")]) == {second.id: Completion.CREATED}
     result = queue.result(second.idempotency_key)
-    assert result is not None and result["result"] == "new" and result["produced_by"] == "new"
+    assert result is not None and result.result == "new" and result.produced_by == "new"
     row = queue.job(first.id)
-    assert row is not None and row["attempt_count"] == 2
+    assert row is not None and row.attempt_count == 2
 
 
 def test_two_jobs_sharing_a_key_write_one_result(queue: Queue) -> None:
@@ -62,8 +62,8 @@ def test_two_jobs_sharing_a_key_write_one_result(queue: Queue) -> None:
     assert sorted(outcomes.values(), key=lambda c: c.value) == [Completion.ALREADY_EXISTED, Completion.CREATED]
     winner = next(i for i, c in outcomes.items() if c is Completion.CREATED)
     result = queue.result("invoice-1")
-    assert result is not None and result["job_id"] == winner and result["result"] == {"from": winner}
-    assert all((queue.job(j.id) or {}).get("status") == "succeeded" for j in jobs)
+    assert result is not None and result.job_id == winner and result.result == {"from": winner}
+    assert all(getattr(queue.job(j.id), "status", None) == "succeeded" for j in jobs)
 
 
 def test_a_key_already_written_by_an_earlier_run_is_kept(queue: Queue) -> None:
@@ -74,7 +74,7 @@ def test_a_key_already_written_by_an_earlier_run_is_kept(queue: Queue) -> None:
     [b] = queue.claim("b")
     assert queue.succeed_many([(b.lease, "second")]) == {b.id: Completion.ALREADY_EXISTED}
     result = queue.result("k")
-    assert result is not None and result["result"] == "first" and result["produced_by"] == "a"
+    assert result is not None and result.result == "first" and result.produced_by == "a"
 
 
 def test_completing_twice_is_refused_the_second_time(queue: Queue) -> None:
@@ -83,7 +83,7 @@ def test_completing_twice_is_refused_the_second_time(queue: Queue) -> None:
     assert queue.succeed_many([(job.lease, 1)]) == {job.id: Completion.CREATED}
     assert queue.succeed_many([(job.lease, 2)]) == {job.id: Completion.LEASE_LOST}
     result = queue.result(job.idempotency_key)
-    assert result is not None and result["result"] == 1
+    assert result is not None and result.result == 1
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_a_bad_result_fails_before_anything_is_written(queue: Queue, result: obj
     with pytest.raises(InvalidArgument) as err:
         queue.succeed_many([(jobs[0].lease, "fine"), (jobs[1].lease, result)])
     assert err.value.field == field
-    assert all((queue.job(j.id) or {}).get("status") == "running" for j in jobs)
+    assert all(getattr(queue.job(j.id), "status", None) == "running" for j in jobs)
 
 
 def test_the_same_lease_twice_in_one_batch_is_refused(queue: Queue) -> None:
@@ -104,7 +104,7 @@ def test_the_same_lease_twice_in_one_batch_is_refused(queue: Queue) -> None:
     [job] = queue.claim("w")
     with pytest.raises(InvalidArgument, match="more than once"):
         queue.succeed_many([(job.lease, 1), (job.lease, 2)])
-    assert (queue.job(job.id) or {}).get("status") == "running"
+    assert getattr(queue.job(job.id), "status", None) == "running"
 
 
 def test_nothing_to_complete_sends_nothing(queue: Queue) -> None:

@@ -17,10 +17,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import JobRow, Queue, migrate
 from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
 from pgwork.operator.spec import SpecError, parse_spec
-from pgwork.queue import Queue, migrate
 from pgwork.tools.chaos.server import PrivateServer
 from tests.reliability.helpers import env, one_line_error, pgwork, worker
 
@@ -34,7 +34,7 @@ def _count(dsn: str, sql: str = "SELECT count(*) FROM pgwork.jobs") -> int:
     return int(row[0])
 
 
-def _job(dsn: str, job_id: int) -> dict[str, Any]:
+def _job(dsn: str, job_id: int) -> JobRow:
     with Queue(dsn, pool_size=1) as q:
         row = q.job(job_id)
     assert row is not None
@@ -109,9 +109,9 @@ def test_database_down_at_start_then_up_the_worker_gets_on_with_it(
         assert proc.poll() is None
         private_server.start()
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and _job(dsn, job_id)["status"] != "succeeded":
+        while time.monotonic() < deadline and _job(dsn, job_id).status != "succeeded":
             time.sleep(0.2)
-        assert _job(dsn, job_id)["status"] == "succeeded"
+        assert _job(dsn, job_id).status == "succeeded"
         proc.terminate()
         assert proc.wait(timeout=30) == 0
     finally:
@@ -212,12 +212,12 @@ def test_sql_shaped_strings_are_stored_verbatim_and_harmless(queue: Queue, dsn: 
     job_id = queue.enqueue(text, {text: text, "nested": [text]}, key=text)
     assert [(s.job_type, s.ready) for s in queue.stats([text])] == [(text, 1)]
     row = _job(dsn, job_id)
-    assert row["job_type"] == text and row["idempotency_key"] == text
-    assert row["payload"] == {text: text, "nested": [text]}
+    assert row.job_type == text and row.idempotency_key == text
+    assert row.payload == {text: text, "nested": [text]}
     (claimed,) = queue.claim("w", job_types=[text])
     queue.succeed(claimed.lease, {"echo": text})
     result = queue.result(text)
-    assert result is not None and result["result"] == {"echo": text}
+    assert result is not None and result.result == {"echo": text}
     # Everything else is where it was.
     assert _count(dsn) == 2 and _count(dsn, "SELECT count(*) FROM pgwork.job_results") == 1
 
@@ -227,7 +227,7 @@ def test_sql_shaped_strings_through_the_command_line(dsn: str) -> None:
     out = pgwork("enqueue", text, "--key", text, "--payload", json.dumps({"q": text}), dsn=dsn)
     assert out.returncode == 0, out.stderr
     row = _job(dsn, int(out.stdout))
-    assert (row["job_type"], row["idempotency_key"], row["payload"]) == (text, text, {"q": text})
+    assert (row.job_type, row.idempotency_key, row.payload) == (text, text, {"q": text})
     assert text in pgwork("stats", dsn=dsn).stdout
 
 
@@ -242,34 +242,34 @@ def _run_one(dsn: str, job_type: str, **kwargs: Any) -> tuple[dict[str, Any], su
     out = worker("--burst", dsn=dsn)
     assert out.returncode == 0, out.stderr
     # The worker survived the bad job and went on to the next one.
-    assert _job(dsn, echo_id)["status"] == "succeeded", out.stderr
+    assert _job(dsn, echo_id).status == "succeeded", out.stderr
     return _job(dsn, job_id), out
 
 
 def test_handler_exception_whose_str_raises(dsn: str) -> None:
     row, out = _run_one(dsn, "unprintable", max_attempts=1)
-    assert row["status"] == "dead" and row["attempt_count"] == 1
-    assert "UnprintableError" in row["last_error"]
+    assert row.status == "dead" and row.attempt_count == 1
+    assert "UnprintableError" in row.last_error
     assert "runner failed" not in out.stderr
 
 
 def test_handler_exception_whose_str_raises_is_retried(dsn: str) -> None:
     row, _ = _run_one(dsn, "unprintable", max_attempts=3)
-    assert row["status"] == "pending" and row["attempt_count"] == 1 and "UnprintableError" in row["last_error"]
+    assert row.status == "pending" and row.attempt_count == 1 and "UnprintableError" in row.last_error
 
 
 @pytest.mark.parametrize("job_type", ["not_json", "nan"])
 def test_result_not_json_serialisable(dsn: str, job_type: str) -> None:
     row, _ = _run_one(dsn, job_type, max_attempts=5)
     # Retrying cannot make the handler return JSON: dead at once, with the reason.
-    assert row["status"] == "dead" and row["attempt_count"] == 1
-    assert "not JSON" in row["last_error"] and "return JSON types only" in row["last_error"]
+    assert row.status == "dead" and row.attempt_count == 1
+    assert "not JSON" in row.last_error and "return JSON types only" in row.last_error
     assert _count(dsn, "SELECT count(*) FROM pgwork.job_results") == 1  # only the echo's
 
 
 def test_handler_raising_keyboard_interrupt_does_not_stop_the_worker(dsn: str) -> None:
     row, _ = _run_one(dsn, "interrupt", max_attempts=1)
-    assert row["status"] == "dead" and "KeyboardInterrupt" in row["last_error"]
+    assert row.status == "dead" and "KeyboardInterrupt" in row.last_error
 
 
 def test_job_type_no_worker_serves_stays_pending_and_visible(dsn: str) -> None:
@@ -278,12 +278,12 @@ def test_job_type_no_worker_serves_stays_pending_and_visible(dsn: str) -> None:
     out = worker("--burst", dsn=dsn)
     assert out.returncode == 0, out.stderr
     row = _job(dsn, orphan)
-    assert row["status"] == "pending" and row["attempt_count"] == 0 and row["last_error"] is None
+    assert row.status == "pending" and row.attempt_count == 0 and row.last_error is None
     stats = json.loads(pgwork("stats", "--json", dsn=dsn).stdout)
     assert [(s["job_type"], s["ready"]) for s in stats] == [("translate", 1)]
     line = one_line_error(worker("--burst", "--job-types", "translate", dsn=dsn))
     assert "--job-types: no handler registered for translate" in line
-    assert _job(dsn, orphan)["status"] == "pending"
+    assert _job(dsn, orphan).status == "pending"
 
 
 # -- command-line values ---------------------------------------------------------------
@@ -307,7 +307,7 @@ def test_worker_values_out_of_range(dsn: str, args: list[str], fragment: str) ->
         job_id = q.enqueue("echo", {"n": 1})
     line = one_line_error(worker("--burst", *args, dsn=dsn))
     assert fragment in line, line
-    assert _job(dsn, job_id)["status"] == "pending"
+    assert _job(dsn, job_id).status == "pending"
 
 
 # -- JobQueue specs --------------------------------------------------------------------

@@ -8,6 +8,7 @@ values, but a producer writing to the table directly (or a migration, or a resto
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -36,14 +37,15 @@ def _insert(dsn: str, *, job_type: str = "echo", payload: str = "{}", trace_cont
     return int(row[0])
 
 
-def _row(dsn: str, job_id: int) -> dict[str, Any]:
+def _row(dsn: str, job_id: int) -> SimpleNamespace:
+    """The columns a test checks, read on a plain connection (no decoding loaders), as attributes."""
     with psycopg.connect(dsn) as conn:
         cur = conn.execute(
             "SELECT status::text, attempt_count, last_error, lease_owner FROM pgwork.jobs WHERE id = %s", [job_id]
         )
         row = cur.fetchone()
     assert row is not None
-    return dict(zip(("status", "attempt_count", "last_error", "lease_owner"), row, strict=True))
+    return SimpleNamespace(**dict(zip(("status", "attempt_count", "last_error", "lease_owner"), row, strict=True)))
 
 
 @pytest.mark.parametrize(
@@ -64,11 +66,11 @@ def test_undecodable_payload_goes_dead_and_the_worker_goes_on(dsn: str, payload:
     assert "Traceback" not in out.stderr, out.stderr
     row = _row(dsn, bad)
     # It will never decode: dead at the first attempt, not retried four more times.
-    assert row["status"] == "dead" and row["attempt_count"] == 1
-    assert "cannot be read" in row["last_error"] and reason in row["last_error"], row["last_error"]
-    assert "pgwork retry" in row["last_error"]
+    assert row.status == "dead" and row.attempt_count == 1
+    assert "cannot be read" in row.last_error and reason in row.last_error, row.last_error
+    assert "pgwork retry" in row.last_error
     for job_id in after:
-        assert _row(dsn, job_id)["status"] == "succeeded", out.stderr
+        assert _row(dsn, job_id).status == "succeeded", out.stderr
 
 
 def test_undecodable_trace_context_is_ignored_and_the_job_runs(dsn: str) -> None:
@@ -76,8 +78,8 @@ def test_undecodable_trace_context_is_ignored_and_the_job_runs(dsn: str) -> None
     mistyped = _insert(dsn, trace_context='{"traceparent": 7}', payload='{"n": 2}')
     out = worker("--burst", dsn=dsn)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
-    assert _row(dsn, job_id)["status"] == "succeeded"
-    assert _row(dsn, mistyped)["status"] == "succeeded"
+    assert _row(dsn, job_id).status == "succeeded"
+    assert _row(dsn, mistyped).status == "succeeded"
     assert "ignoring its trace_context" in out.stderr
 
 
@@ -86,8 +88,8 @@ def test_queue_reads_undecodable_rows_as_markers(dsn: str) -> None:
     with Queue(dsn, pool_size=1) as q:
         row = q.job(job_id)
         assert row is not None
-        assert isinstance(row["payload"], Undecodable) and "nested too deeply" in row["payload"].reason
-        assert isinstance(row["trace_context"], Undecodable)
+        assert isinstance(row.payload, Undecodable) and "nested too deeply" in row.payload.reason
+        assert isinstance(row.trace_context, Undecodable)
         # The claim commits and comes back: nothing raises between the commit and the caller.
         (claimed,) = q.claim("w", job_types=["echo"])
         assert claimed.id == job_id and isinstance(claimed.payload, Undecodable)
@@ -146,26 +148,26 @@ def test_result_that_cannot_be_stored_fails_the_job_at_once(dsn: str, job_type: 
     out = worker("--burst", dsn=dsn, timeout=120)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     row = _row(dsn, job_id)
-    assert row["status"] == "dead" and row["attempt_count"] == 1, row
-    assert "result" in row["last_error"] and fragment in row["last_error"], row["last_error"]
-    assert _row(dsn, echo)["status"] == "succeeded"
+    assert row.status == "dead" and row.attempt_count == 1, row
+    assert "result" in row.last_error and fragment in row.last_error, row.last_error
+    assert _row(dsn, echo).status == "succeeded"
 
 
 def test_the_six_characters_backslash_u0000_are_text_everywhere(dsn: str) -> None:
     text = "a\\u0000b"  # backslash, u, 0, 0, 0, 0: not a NUL
     with Queue(dsn, pool_size=1) as q:
         job_id = q.enqueue("escaped_nul_result", {"text": text}, key=text)
-        assert q.job(job_id)["payload"] == {"text": text}  # type: ignore[index]
+        assert q.job(job_id).payload == {"text": text}
     out = pgwork("enqueue", "echo", "--payload", json.dumps({"text": text}), "--key", "k" + text, dsn=dsn)
     assert out.returncode == 0, out.stderr
     run = worker("--burst", dsn=dsn)
     assert run.returncode == 0, run.stderr
     with Queue(dsn, pool_size=1) as q:
-        assert _row(dsn, job_id)["status"] == "succeeded"
+        assert _row(dsn, job_id).status == "succeeded"
         stored = q.result(text)
-        assert stored is not None and stored["result"] == {"text": text}
+        assert stored is not None and stored.result == {"text": text}
         echoed = q.job(int(out.stdout))
-        assert echoed is not None and echoed["payload"] == {"text": text} and echoed["status"] == "succeeded"
+        assert echoed is not None and echoed.payload == {"text": text} and echoed.status == "succeeded"
 
 
 # -- what handlers raise -------------------------------------------------------------------
@@ -177,10 +179,10 @@ def test_handler_exception_text_is_redacted_before_it_is_stored_or_logged(dsn: s
     out = worker("--burst", dsn=dsn)
     assert out.returncode == 0, out.stderr
     row = _row(dsn, job_id)
-    assert row["status"] == "dead"
+    assert row.status == "dead"
     for secret in ("s3cr3t-pw", "hunter2"):
-        assert secret not in row["last_error"] and secret not in out.stderr + out.stdout
-    assert "postgresql://billing:***@" in row["last_error"] and "password=***" in row["last_error"]
+        assert secret not in row.last_error and secret not in out.stderr + out.stdout
+    assert "postgresql://billing:***@" in row.last_error and "password=***" in row.last_error
     assert "ConnectionError" in out.stderr  # still logged, just without the secrets
 
 
@@ -191,6 +193,6 @@ def test_handler_exception_with_nul_and_surrogate_is_still_recorded(dsn: str) ->
     out = worker("--burst", dsn=dsn)
     assert out.returncode == 0 and "runner failed" not in out.stderr, out.stderr
     row = _row(dsn, job_id)
-    assert row["status"] == "dead"
-    assert "bad byte \\x00 here" in row["last_error"] and "\\udcff" in row["last_error"]
-    assert _row(dsn, echo)["status"] == "succeeded"
+    assert row.status == "dead"
+    assert "bad byte \\x00 here" in row.last_error and "\\udcff" in row.last_error
+    assert _row(dsn, echo).status == "succeeded"

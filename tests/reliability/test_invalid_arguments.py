@@ -18,6 +18,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
 from pgwork.queue import Queue
 from tests.reliability.helpers import ROOT, env, one_line_error
+from tests.support.rows import Rows
 
 DEEP: Any = {}
 _node = DEEP
@@ -179,13 +180,9 @@ def test_queue_prune_keeps_dead_jobs_unless_asked(queue: Queue, dsn: str) -> Non
     from datetime import UTC, datetime
 
     later = datetime.now(UTC) + timedelta(days=60)
+    rows = Rows(queue, job_type="ocr")
     for status in ("succeeded", "dead", "cancelled"):
-        job_id = queue.enqueue("ocr", {"status": status})
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(
-                "UPDATE pgwork.jobs SET status = %s::pgwork.job_status, completed_at = now() WHERE id = %s",
-                [status, job_id],
-            )
+        getattr(rows, status)()
     assert queue.prune(timedelta(days=30), now=later) == 2
     with psycopg.connect(dsn) as conn:
         left = [r[0] for r in conn.execute("SELECT status::text FROM pgwork.jobs").fetchall()]

@@ -89,10 +89,10 @@ def test_worker_runs_under_the_worker_profile_and_can_do_nothing_else(database: 
     )
     assert out.returncode == 0, out.stderr
     with Queue(database.owner_dsn, pool_size=1) as q:
-        assert q.job(ok)["status"] == "succeeded"  # type: ignore[index]
-        assert q.job(bad)["status"] == "dead"  # type: ignore[index]
-        result = q.result(q.job(ok)["idempotency_key"])  # type: ignore[index]
-        assert result is not None and result["produced_by"] == "least-privilege"
+        assert q.job(ok).status == "succeeded"
+        assert q.job(bad).status == "dead"
+        result = q.result(q.job(ok).idempotency_key)
+        assert result is not None and result.produced_by == "least-privilege"
     assert database.worker_password not in out.stdout + out.stderr
     # The pod's migrate init container runs under the worker role: a no-op on a current schema.
     migrated = pgwork("migrate", dsn=database.worker_url)
@@ -155,7 +155,7 @@ def test_worker_with_only_the_reader_profile_stops_with_a_clear_line(
         assert "permission denied for function claim" in line and "--profile" in line
         assert "reader-pw-123" not in out.stdout + out.stderr
         with Queue(database.owner_dsn, pool_size=1) as q:
-            assert q.job(job_id)["status"] == "pending"  # type: ignore[index]
+            assert q.job(job_id).status == "pending"
     finally:
         with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(reader)))
@@ -241,7 +241,7 @@ def _wait_for(dsn: str, job_id: int, status: str, timeout: float = 30) -> None:
     while time.monotonic() < deadline:
         with Queue(dsn, pool_size=1, check=False) as q:
             row = q.job(job_id)
-        if row and row["status"] == status:
+        if row and row.status == status:
             return
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} did not become {status} within {timeout}s")

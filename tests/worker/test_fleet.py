@@ -80,9 +80,9 @@ def test_a_fleet_worker_connects_through_the_environment_with_nothing_on_argv(qu
         assert not any(SECRET.encode() in part for part in cmdline), cmdline
         environ = Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
         assert b"DATABASE_URL=" + _with_secret(queue.dsn).encode() in environ
-        row = wait_for(lambda: (r := queue.job(job_id)) and r["status"] == "succeeded" and r, 60, what="the job")
-        result = queue.result(row["idempotency_key"])
-        assert result is not None and result["produced_by"] == "fleet-w1"
+        row = wait_for(lambda: (r := queue.job(job_id)) and r.status == "succeeded" and r, 60, what="the job")
+        result = queue.result(row.idempotency_key)
+        assert result is not None and result.produced_by == "fleet-w1"
         assert fleet.stop_all() == {"fleet-w1": 0}, worker.log()[-2000:]
     assert SECRET not in worker.log()
 

@@ -17,12 +17,12 @@ from tests.support.waiting import stays, wait_for
 def status(queue: Queue, job_id: int) -> str:
     row = queue.job(job_id)
     assert row is not None
-    return str(row["status"])
+    return str(row.status)
 
 
 def running_owner(queue: Queue, job_id: int) -> str | None:
     row = queue.job(job_id)
-    return row["lease_owner"] if row and row["status"] == "running" else None
+    return row.lease_owner if row and row.status == "running" else None
 
 
 @pytest.mark.slow
@@ -41,10 +41,10 @@ def test_sigkill_mid_job_lease_expires_reaper_hands_it_on(queue: Queue, spawn_wo
     assert [(r.id, r.previous_owner, r.attempt_count, r.status) for r in reclaimed] == [(job_id, "w1", 1, "pending")]
     wait_for(lambda: status(queue, job_id) == "succeeded", 20, what="w2 to finish the job")
     row = queue.job(job_id)
-    assert row is not None and row["attempt_count"] == 2 and row["lease_owner"] == "w2"
-    assert "[lease expired, reclaimed from w1" in row["last_error"]
+    assert row is not None and row.attempt_count == 2 and row.lease_owner == "w2"
+    assert "[lease expired, reclaimed from w1" in row.last_error
     result = queue.result("doc-1")
-    assert result is not None and result["produced_by"] == "w2" and result["result"]["attempt"] == 2
+    assert result is not None and result.produced_by == "w2" and result.result["attempt"] == 2
     with psycopg.connect(queue.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgwork.job_results").fetchone() == (1,)
     w2.signal(signal.SIGTERM)
@@ -71,10 +71,10 @@ def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(queue: Q
     for job_id, note in ((stuck, "released on shutdown (grace of 2s ran out)"), (unstarted, "released unstarted")):
         row = queue.job(job_id)
         assert row is not None
-        assert row["status"] == "pending"
-        assert row["lease_owner"] is None and row["lease_token"] is None and row["lease_expires_at"] is None
-        assert row["attempt_count"] == 1  # counts claims: a release is not refunded
-        assert note in row["last_error"] and "(w1, attempt 1)" in row["last_error"]
+        assert row.status == "pending"
+        assert row.lease_owner is None and row.lease_token is None and row.lease_expires_at is None
+        assert row.attempt_count == 1  # counts claims: a release is not refunded
+        assert note in row.last_error and "(w1, attempt 1)" in row.last_error
     assert queue.running() == []
     assert queue.reap() == []
     assert "released on shutdown" in w.log()
@@ -93,7 +93,7 @@ def test_second_signal_releases_at_once(queue: Queue, spawn_worker: Spawn) -> No
     assert w.wait(10) == 0
     assert time.monotonic() - started < 5
     row = queue.job(stuck)
-    assert row is not None and row["status"] == "pending" and "second stop signal" in row["last_error"]
+    assert row is not None and row.status == "pending" and "second stop signal" in row.last_error
 
 
 def test_idle_worker_stops_at_once_on_sigterm(queue: Queue, spawn_worker: Spawn) -> None:
@@ -115,7 +115,7 @@ def test_job_longer_than_its_lease_completes_because_heartbeats_renew_it(queue: 
     assert w.wait(5) == 0
     assert reaped == []
     row = queue.job(job_id)
-    assert row is not None and row["status"] == "succeeded" and row["attempt_count"] == 1
+    assert row is not None and row.status == "succeeded" and row.attempt_count == 1
 
 
 @pytest.mark.slow
@@ -129,8 +129,8 @@ def test_cancelling_a_running_job(queue: Queue, spawn_worker: Spawn, tmp_path: P
     wait_for(lambda: status(queue, job_id) == "cancelled", 10, what="the worker to stop the job")
     assert wait_for(lambda: marker.exists() and marker.read_text(), 5, what="marker") == "cancelled"
     row = queue.job(job_id)
-    assert row is not None and "cancelled while running on w1" in row["last_error"]
-    assert queue.result(row["idempotency_key"]) is None  # the effect was never written
+    assert row is not None and "cancelled while running on w1" in row.last_error
+    assert queue.result(row.idempotency_key) is None  # the effect was never written
     # The worker carries on with other work.
     next_id = queue.enqueue("noop", {"n": 1})
     wait_for(lambda: status(queue, next_id) == "succeeded", 10, what="the next job")
@@ -152,8 +152,8 @@ def test_lease_lost_means_no_effect(queue: Queue, spawn_worker: Spawn, tmp_path:
     assert wait_for(lambda: marker.exists() and marker.read_text(), 5, what="marker") == "lease_lost"
     wait_for(lambda: "result discarded" in w.log(), 10, what="the worker to give the job up")
     row = queue.job(job_id)
-    assert row is not None and row["status"] == "running" and row["lease_owner"] == "w9"
-    assert queue.result(row["idempotency_key"]) is None
+    assert row is not None and row.status == "running" and row.lease_owner == "w9"
+    assert queue.result(row.idempotency_key) is None
     w.signal(signal.SIGTERM)
     assert w.wait(10) == 0
 
@@ -178,7 +178,7 @@ def test_listen_wakes_an_idle_worker_long_before_its_next_poll(queue: Queue, spa
         wait_for(lambda j=job_id: status(queue, j) == "succeeded", 10, interval=0.01, what="the woken claim")
         row = queue.job(job_id)
         assert row is not None
-        latencies.append((row["started_at"] - row["created_at"]).total_seconds())
+        latencies.append((row.started_at - row.created_at).total_seconds())
     # With a 5-minute poll only the notification can explain a claim within seconds.
     assert max(latencies) < 5, latencies
     w.signal(signal.SIGTERM)

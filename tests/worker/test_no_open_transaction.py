@@ -27,12 +27,12 @@ def test_no_worker_backend_idles_in_transaction_or_pins_xmin_during_a_job(queue:
     w = spawn_worker("--concurrency", "2", "--lease", "3s", "--heartbeat", "0.2s")
     samples = []
     with psycopg.connect(queue.dsn, autocommit=True) as conn:
-        wait_for(lambda: all(queue.job(i)["status"] == "running" for i in ids), 20, what="both jobs running")  # type: ignore[index]
+        wait_for(lambda: all(queue.job(i).status == "running" for i in ids), 20, what="both jobs running")
         deadline = time.monotonic() + 1.5  # well inside the 2 s jobs
         while time.monotonic() < deadline:
             samples.extend(conn.execute(SAMPLE).fetchall())
             time.sleep(0.02)
-    wait_for(lambda: all(queue.job(i)["status"] == "succeeded" for i in ids), 20, what="both jobs done")  # type: ignore[index]
+    wait_for(lambda: all(queue.job(i).status == "succeeded" for i in ids), 20, what="both jobs done")
     w.signal(signal.SIGTERM)
     assert w.wait(10) == 0
 

@@ -12,6 +12,7 @@ from pgwork.queue import Queue
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import REGISTRY, Job, PermanentError, Registry, StopReason
 from pgwork.worker.runtime import Worker, check_result
+from tests.support.rows import Rows
 
 
 def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
@@ -30,10 +31,10 @@ def test_success_writes_one_result_under_the_jobs_key(queue: Queue) -> None:
     job_id = queue.enqueue("sleep", {"seconds": 0, "n": 7}, key="invoice-2026-000412")
     worker = run_burst(queue)
     row = queue.job(job_id)
-    assert row is not None and row["status"] == "succeeded" and row["attempt_count"] == 1
+    assert row is not None and row.status == "succeeded" and row.attempt_count == 1
     result = queue.result("invoice-2026-000412")
     assert result is not None
-    assert result["job_id"] == job_id and result["produced_by"] == "inproc" and result["result"]["n"] == 7
+    assert result.job_id == job_id and result.produced_by == "inproc" and result.result["n"] == 7
     assert worker.metrics.jobs_finished.labels("sleep", "succeeded")._value.get() == 1
 
 
@@ -43,9 +44,9 @@ def test_derived_key_lands_the_effect_once(queue: Queue) -> None:
     first = queue.enqueue("noop", {"n": 1})
     second = queue.enqueue("noop", {"n": 1})
     worker = run_burst(queue)
-    assert {queue.job(first)["status"], queue.job(second)["status"]} == {"succeeded"}  # type: ignore[index]
-    key = queue.job(first)["idempotency_key"]  # type: ignore[index]
-    assert key == queue.job(second)["idempotency_key"]  # type: ignore[index]
+    assert {queue.job(first).status, queue.job(second).status} == {"succeeded"}
+    key = queue.job(first).idempotency_key
+    assert key == queue.job(second).idempotency_key
     assert key.startswith("noop:sha256:")
     finished = worker.metrics.jobs_finished
     assert finished.labels("noop", "succeeded")._value.get() == 1
@@ -57,57 +58,56 @@ def test_exception_retries_with_backoff_then_dies(queue: Queue) -> None:
     run_burst(queue)
     row = queue.job(job_id)
     assert row is not None
-    assert row["status"] == "pending" and row["attempt_count"] == 1
-    assert row["available_at"] > row["created_at"]  # pushed into the future by backoff
-    assert row["last_error"].startswith("RuntimeError: model backend returned 503 (attempt 1)")
-    assert "Traceback" in row["last_error"]
-    with queue._pool.connection() as conn:  # make it ready now instead of sleeping through the backoff
-        conn.execute("UPDATE pgwork.jobs SET available_at = now() WHERE id = %s", (job_id,))
+    assert row.status == "pending" and row.attempt_count == 1
+    assert row.available_at > row.created_at  # pushed into the future by backoff
+    assert row.last_error.startswith("RuntimeError: model backend returned 503 (attempt 1)")
+    assert "Traceback" in row.last_error
+    Rows(queue).ready_now(job_id)  # instead of sleeping through the backoff
     run_burst(queue)
     row = queue.job(job_id)
-    assert row is not None and row["status"] == "dead" and row["attempt_count"] == 2
-    assert "attempt 2" in row["last_error"]
+    assert row is not None and row.status == "dead" and row.attempt_count == 2
+    assert "attempt 2" in row.last_error
 
 
 def test_permanent_error_is_dead_at_once(queue: Queue) -> None:
     job_id = queue.enqueue("permanent", {}, max_attempts=5)
     run_burst(queue)
     row = queue.job(job_id)
-    assert row is not None and row["status"] == "dead" and row["attempt_count"] == 1
-    assert "PermanentError: invoice has no number" in row["last_error"]
+    assert row is not None and row.status == "dead" and row.attempt_count == 1
+    assert "PermanentError: invoice has no number" in row.last_error
 
 
 def test_result_that_is_not_json_is_a_permanent_failure(queue: Queue) -> None:
     job_id = queue.enqueue("bad_result", {})
     run_burst(queue)
     row = queue.job(job_id)
-    assert row is not None and row["status"] == "dead"
-    assert "not JSON" in row["last_error"]
-    assert queue.result(row["idempotency_key"]) is None
+    assert row is not None and row.status == "dead"
+    assert "not JSON" in row.last_error
+    assert queue.result(row.idempotency_key) is None
 
 
 def test_system_exit_in_a_handler_does_not_stop_the_worker(queue: Queue) -> None:
     bad = queue.enqueue("exit", {}, priority=0)
     good = queue.enqueue("noop", {"n": 2}, priority=1)
     run_burst(queue)
-    assert queue.job(bad)["status"] == "pending"  # type: ignore[index]
-    assert queue.job(bad)["last_error"].startswith("SystemExit: 3")  # type: ignore[index]
-    assert queue.job(good)["status"] == "succeeded"  # type: ignore[index]
+    assert queue.job(bad).status == "pending"
+    assert queue.job(bad).last_error.startswith("SystemExit: 3")
+    assert queue.job(good).status == "succeeded"
 
 
 def test_batch_larger_than_concurrency_runs_everything_once(queue: Queue) -> None:
     ids = [queue.enqueue("noop", {"n": i}) for i in range(30)]
     worker = run_burst(queue, concurrency=2, batch=10)
     assert worker.claims == 30
-    assert all(queue.job(i)["status"] == "succeeded" for i in ids)  # type: ignore[index]
-    assert all(queue.job(i)["attempt_count"] == 1 for i in ids)  # type: ignore[index]
+    assert all(queue.job(i).status == "succeeded" for i in ids)
+    assert all(queue.job(i).attempt_count == 1 for i in ids)
 
 
 def test_only_registered_types_are_claimed(queue: Queue) -> None:
     other = queue.enqueue("somebody_elses_type", {})
     run_burst(queue)
-    assert queue.job(other)["status"] == "pending"  # type: ignore[index]
-    assert queue.job(other)["attempt_count"] == 0  # type: ignore[index]
+    assert queue.job(other).status == "pending"
+    assert queue.job(other).attempt_count == 0
 
 
 def test_unknown_job_type_option_is_refused(queue: Queue) -> None:

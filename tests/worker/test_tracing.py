@@ -56,7 +56,7 @@ def test_consumer_span_continues_the_producers_trace(
         job_id = tracing.enqueue(queue, "noop", {"n": 1}, tracer_provider=provider)
         failing_id = tracing.enqueue(queue, "fail", {}, tracer_provider=provider, max_attempts=1)
     row = queue.job(job_id)
-    assert row is not None and row["trace_context"]["traceparent"].startswith("00-")
+    assert row is not None and row.trace_context["traceparent"].startswith("00-")
     run_burst(queue, provider)
 
     spans = exporter.get_finished_spans()

@@ -24,8 +24,8 @@ import psycopg
 from psycopg import sql as psycopg_sql
 from psycopg.rows import dict_row
 
+from pgwork.db import Queue, grant, migrate
 from pgwork.errors import PgworkError
-from pgwork.queue import Queue, grant, migrate
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import render
 from pgwork.tools.chaos import SQL, invariants, schedule, server, workload

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from pgwork.queue import AnyConnection
+from pgwork.db import AnyConnection
 from pgwork.tools.chaos import SQL
 
 REAPER_APP = "pgwork-chaos-reaper"

@@ -10,6 +10,7 @@ with the operator's view: succeeded, retried, dead, reclaimed, and one result ro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import random
 import sys
@@ -23,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from pgwork import embedded
+from pgwork.db import Queue, migrate
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import PgworkError
 from pgwork.models import NewJob, Reclaimed
-from pgwork.queue import Queue, migrate
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import render
 from pgwork.tools.demo import JOB_TYPE, invoices
@@ -159,7 +160,7 @@ class Demo:
         last_progress = 0.0
         deadline = time.monotonic() + RUN_LIMIT
         while True:
-            rows = {i: row for i in ids if (row := queue.job(i)) is not None}
+            rows = {i: dataclasses.asdict(row) for i in ids if (row := queue.job(i)) is not None}
             long_row = rows[long_id]
             if not killed and long_row["status"] == "running":
                 seen_running = seen_running or time.monotonic()
@@ -186,7 +187,11 @@ class Demo:
     # -- the operator's view --------------------------------------------------------------
 
     def _report(self, queue: Queue, ids: Sequence[int], roles: dict[int, str], rows: dict[int, dict[str, Any]]) -> int:
-        results = {i: queue.result(r["idempotency_key"]) for i, r in rows.items() if r["status"] == "succeeded"}
+        results = {
+            i: dataclasses.asdict(found) if (found := queue.result(r["idempotency_key"])) else None
+            for i, r in rows.items()
+            if r["status"] == "succeeded"
+        }
         succeeded = [
             {
                 "id": i,

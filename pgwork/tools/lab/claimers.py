@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from multiprocessing.synchronize import Event
 from typing import Any
 
+from pgwork.db import AnyConnection, Queue, connect
 from pgwork.models import Completion
-from pgwork.queue import AnyConnection, Queue, connect
 from pgwork.tools.lab import query
 
 STRATEGIES = ("naive", "blocking", "skiplocked", "held", "advisory")

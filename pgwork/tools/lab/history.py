@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pgwork.queue import claim_statement
+from pgwork.db import claim_statement
 from pgwork.tools.lab.labdb import JOB_TYPE, LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.stats import percentile

@@ -17,10 +17,10 @@ from typing import Any
 from psycopg import sql
 
 from pgwork import embedded
+from pgwork.db import AnyConnection, Queue, connect, migrate
 from pgwork.dsn import with_dbname
 from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
-from pgwork.queue import AnyConnection, Queue, connect, migrate
 from pgwork.tools.lab import query
 
 JOB_TYPE = "lab"

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pgwork.db import Queue
 from pgwork.models import NewJob
-from pgwork.queue import Queue
 from pgwork.tools.fleet import WorkerFleet
 from pgwork.tools.lab import NOOP_JOB_TYPE
 from pgwork.tools.lab.labdb import LabDatabase
@@ -59,11 +60,11 @@ def memory_kib(pid: int, field: str) -> int:
 def _finished(q: Queue, job_id: int, timeout: float) -> dict[str, Any]:
     """The job's row once it succeeded, polled every 5 ms (the latency is read from the row, not from here)."""
     end = time.monotonic() + timeout
-    while (row := q.job(job_id)) is None or row["status"] != "succeeded":
+    while (row := q.job(job_id)) is None or row.status != "succeeded":
         if time.monotonic() > end:
             raise TimeoutError(f"wake: job {job_id} not done after {timeout:.0f}s (is the worker running?)")
         time.sleep(0.005)
-    return row
+    return dataclasses.asdict(row)
 
 
 def wake_latency(q: Queue, fleet: WorkerFleet, rounds: int) -> tuple[list[float], int]:

@@ -1,0 +1,126 @@
+"""The Queue's plumbing (its pool, statements by name and shape) and its read-only questions;
+pgwork.db.queue adds the writes. Split only to keep each module small: use `Queue`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Self, TypeVar
+
+from pgwork.backoff import Backoff
+from pgwork.db import statements
+from pgwork.db.connect import AnyConnection, check_encoding, connect
+from pgwork.db.listen import Listener
+from pgwork.db.pool import POOL_TIMEOUT, Pool
+from pgwork.db.rows import DeadRow, JobRow, OwnerCount, ResultRow, RetryingRow, RunningRow
+from pgwork.db.schema import check_schema
+from pgwork.errors import InvalidArgument
+from pgwork.models import TypeStats
+from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
+
+T = TypeVar("T")
+
+
+class QueueBase:
+    """The pool and the questions (no writes). Questions take an optional `now`."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_size: int = 4,
+        backoff: Backoff | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        application_name: str = "pgwork",
+        check: bool = True,
+        prepare: bool = True,
+        pool_timeout: float = POOL_TIMEOUT,
+    ) -> None:
+        self.dsn = dsn
+        self.pool_timeout = check_seconds(pool_timeout, "pool_timeout")
+        self.backoff = backoff or Backoff()
+        self.max_payload_bytes = max_payload_bytes
+        self.application_name = application_name
+        with connect(dsn, application_name=application_name) as conn:
+            check_encoding(conn)
+            if check:
+                check_schema(conn)
+        self._pool = Pool(
+            dsn,
+            size=pool_size,
+            application_name=application_name,
+            # Through a transaction-mode pooler server-side prepared statements may land on
+            # another backend; `prepare=False` turns them off.
+            prepare_threshold=5 if prepare else None,
+            timeout=self.pool_timeout,
+        )
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the pool, waiting at most `timeout` seconds for its background threads."""
+        self._pool.close(timeout)
+
+    def give_up_at(self, deadline: float | None) -> None:
+        """From now on no call waits for a pool connection past the monotonic `deadline`
+        (None: back to `pool_timeout` per call). A stopping worker sets it so that, with the
+        database down, its writes fail by its shutdown deadline instead of after pool_timeout.
+        Waits already in progress notice within a fraction of a second."""
+        self._pool.give_up_at(deadline)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _many(self, name: str, params: dict[str, Any], row: type[T], conn: AnyConnection | None = None) -> list[T]:
+        with self._pool.connection(conn) as c:
+            return statements.many(c, name, params, row)
+
+    def _one(self, name: str, params: dict[str, Any], row: type[T], conn: AnyConnection | None = None) -> T | None:
+        with self._pool.connection(conn) as c:
+            return statements.one(c, name, params, row)
+
+    def _scalar(self, name: str, params: dict[str, Any], conn: AnyConnection | None = None) -> Any:
+        with self._pool.connection(conn) as c:
+            return statements.scalar(c, name, params)
+
+    # -- questions ------------------------------------------------------------------------
+
+    def stats(self, job_types: Iterable[str] | None = None, *, now: datetime | None = None) -> list[TypeStats]:
+        return self._many("stats", {"job_types": check_job_types(job_types), "now": now}, TypeStats)
+
+    def running(self, *, now: datetime | None = None) -> list[RunningRow]:
+        return self._many("running", {"now": now}, RunningRow)
+
+    def retrying(self, *, now: datetime | None = None) -> list[RetryingRow]:
+        return self._many("retrying", {"now": now}, RetryingRow)
+
+    def dead(self, *, limit: int = 100) -> list[DeadRow]:
+        check_int(limit, "limit", 1, 1_000_000, "show at most 1000000 dead jobs at once")
+        return self._many("dead", {"limit": limit}, DeadRow)
+
+    def running_by_owner(self, job_types: Iterable[str] | None = None) -> dict[str, int]:
+        rows = self._many("running_by_owner", {"job_types": check_job_types(job_types)}, OwnerCount)
+        return {r.owner: r.jobs for r in rows}
+
+    def job(self, job_id: int) -> JobRow | None:
+        return self._one("get_job", {"id": check_id(job_id)}, JobRow)
+
+    def result(self, key: str) -> ResultRow | None:
+        params = {"key": check_text(key, "key", "pass the job's idempotency key")}
+        return self._one("get_result", params, ResultRow)
+
+    # -- wake-ups -------------------------------------------------------------------------
+
+    def listener(self) -> Listener:
+        """A dedicated session connection that LISTENs for new jobs (never from the pool:
+        behind a transaction-mode pooler LISTEN would silently stop working)."""
+        return Listener(self.dsn, self.application_name)
+
+
+def check_seconds(value: float, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or value == float("inf"):
+        raise InvalidArgument(field, f"must be a finite number of seconds >= 0, got {value!r}", "e.g. 30")
+    return float(value)

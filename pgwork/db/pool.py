@@ -1,0 +1,90 @@
+"""The Queue's connection pool: autocommit connections checked without a round trip, and waits
+for a free connection that a stopping worker can cut short."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from pgwork import decoding
+from pgwork.db.connect import AnyConnection, check_idle_connection, first_error_line
+from pgwork.dsn import describe, with_tcp_defaults
+from pgwork.errors import Unreachable
+
+# How long a call waits for a pool connection (all busy, or the pool reconnecting) by default.
+POOL_TIMEOUT = 30.0
+# A wait for a pool connection rechecks the caller's deadline this often, so moving the deadline
+# up (a worker told to stop) also shortens waits already in progress.
+_WAIT_SLICE = 0.25
+_MIN_WAIT = 0.01
+
+
+class Pool:
+    def __init__(
+        self, dsn: str, *, size: int, application_name: str, prepare_threshold: int | None, timeout: float
+    ) -> None:
+        self.timeout = timeout
+        # Monotonic instant after which no call waits for a connection any more (see give_up_at).
+        self._give_up_at: float | None = None
+        self._pool: ConnectionPool[AnyConnection] = ConnectionPool(
+            with_tcp_defaults(dsn),
+            min_size=1,
+            max_size=max(1, size),
+            kwargs={
+                "autocommit": True,
+                "application_name": application_name,
+                "row_factory": dict_row,
+                "prepare_threshold": prepare_threshold,
+            },
+            open=False,
+            name=f"{application_name}-pool",
+            # A broken connection is replaced, not handed out; the check costs a round trip only
+            # when the server has already spoken on the idle socket (FATAL or EOF).
+            check=check_idle_connection,
+            # Rows Python cannot decode come back as markers, never as an exception mid-fetch.
+            configure=decoding.configure,
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except PoolTimeout as exc:
+            # The server went away between the caller's check and the pool's first connections.
+            self._pool.close(timeout=0)
+            raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc)}") from None
+
+    def close(self, timeout: float) -> None:
+        self._pool.close(timeout=max(0.0, timeout))
+
+    def give_up_at(self, deadline: float | None) -> None:
+        self._give_up_at = deadline
+
+    def _getconn(self) -> AnyConnection:
+        started = time.monotonic()
+        limit = started + self.timeout
+        while True:
+            give_up = self._give_up_at
+            end = limit if give_up is None else min(limit, give_up)
+            # Past the deadline an idle connection is still taken; only waiting is cut short.
+            wait = max(_MIN_WAIT, min(end - time.monotonic(), _WAIT_SLICE))
+            try:
+                return self._pool.getconn(timeout=wait)
+            except PoolTimeout:
+                now = time.monotonic()
+                if now >= end:
+                    raise PoolTimeout(f"couldn't get a connection after {now - started:.2f} sec") from None
+
+    @contextlib.contextmanager
+    def connection(self, conn: AnyConnection | None = None) -> Iterator[AnyConnection]:
+        """`conn` as given (the caller's transaction), else a pooled one committed on leaving."""
+        if conn is not None:
+            yield conn
+            return
+        pooled = self._getconn()
+        try:
+            with pooled:  # as the pool's own connection(): commit or roll back, never close
+                yield pooled
+        finally:
+            self._pool.putconn(pooled)

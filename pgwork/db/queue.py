@@ -1,0 +1,365 @@
+"""The Queue: the façade every other part of pgwork uses to reach PostgreSQL.
+
+Every method is one short transaction (most are one statement, run in autocommit) so no
+transaction ever stays open while a job's work runs. Writes about a running job are fenced by
+its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name and row shape.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from pgwork.db.base import QueueBase, check_seconds
+from pgwork.db.connect import AnyConnection
+from pgwork.db.rows import (
+    CancelRow,
+    ClaimRow,
+    FailRow,
+    HeartbeatRow,
+    IdRow,
+    SucceedManyRow,
+    SucceedRow,
+)
+from pgwork.errors import InvalidArgument
+from pgwork.failure import decide_failure
+from pgwork.models import (
+    CancelReport,
+    ClaimedJob,
+    Completion,
+    FailOutcome,
+    Failure,
+    Lease,
+    LeaseState,
+    NewJob,
+    Reclaimed,
+)
+from pgwork.validation import (
+    check_age,
+    check_ids,
+    check_int,
+    check_job_types,
+    check_text,
+    error_text,
+    result_json,
+    validate,
+)
+
+
+class Queue(QueueBase):
+    """All database I/O for pgwork, over a small connection pool.
+
+    Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write
+    also takes an optional `conn`: with one, the statement runs on it and is committed (or not)
+    by the caller, so a write can share the caller's own transaction.
+    """
+
+    # -- producing ------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        job_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        priority: int = 100,
+        delay: float | None = None,
+        available_at: datetime | None = None,
+        max_attempts: int = 5,
+        trace_context: dict[str, str] | None = None,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Add one job; returns its id. With `conn`, the job exists iff the caller commits."""
+        job = NewJob(
+            job_type,
+            {} if payload is None else payload,
+            key,
+            priority,
+            delay,
+            available_at,
+            max_attempts,
+            trace_context or {},
+        )
+        return self.enqueue_many([job], conn=conn, now=now)[0]
+
+    def enqueue_many(
+        self, jobs: Sequence[NewJob], *, conn: AnyConnection | None = None, now: datetime | None = None
+    ) -> list[int]:
+        """Add many jobs in one statement. All are validated first: one bad job writes none."""
+        rows = [validate(job, self.max_payload_bytes) for job in jobs]
+        if not rows:
+            return []
+        params = {
+            "now": now,
+            "job_types": [r.job_type for r in rows],
+            "payloads": [Jsonb(r.payload_json, dumps=_identity) for r in rows],
+            "priorities": [r.priority for r in rows],
+            "max_attempts": [r.max_attempts for r in rows],
+            "available_ats": [r.available_at for r in rows],
+            "delays": [r.delay for r in rows],
+            "keys": [r.key for r in rows],
+            "trace_contexts": [Jsonb(r.trace_context) for r in rows],
+        }
+        return [r.id for r in self._many("enqueue", params, IdRow, conn)]
+
+    # -- the job's life -------------------------------------------------------------------
+
+    def claim(
+        self,
+        owner: str,
+        *,
+        job_types: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float = 30.0,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> list[ClaimedJob]:
+        """Claim up to `limit` ready jobs in one statement, committed before returning."""
+        check_text(owner, "owner", "use the pod or host name", max_chars=200)
+        check_int(limit, "limit", 1, 10_000, "claim between 1 and 10000 jobs at once")
+        if check_seconds(lease, "lease") <= 0:
+            raise InvalidArgument("lease", "must be > 0 seconds", "e.g. 30")
+        params = {
+            "owner": owner,
+            "job_types": check_job_types(job_types),
+            "limit": limit,
+            "lease": float(lease),
+            "now": now,
+        }
+        rows = self._many("claim", params, ClaimRow, conn)
+        claimed = [
+            ClaimedJob(
+                id=r.id,
+                job_type=r.job_type,
+                payload=r.payload,
+                priority=r.priority,
+                attempt=r.attempt_count,
+                max_attempts=r.max_attempts,
+                idempotency_key=r.idempotency_key,
+                trace_context=r.trace_context or {},
+                lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts),
+                lease_expires_at=r.lease_expires_at,
+                created_at=r.created_at,
+                last_error=r.last_error,
+            )
+            for r in rows
+        ]
+        # SKIP LOCKED returns rows in lock order, not priority order; callers expect the latter.
+        claimed.sort(key=lambda j: (j.priority, j.id))
+        return claimed
+
+    def heartbeat(
+        self,
+        lease: Lease,
+        *,
+        lease_seconds: float = 30.0,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> LeaseState:
+        return self.heartbeat_many([lease], lease_seconds=lease_seconds, now=now, conn=conn)[lease.job_id]
+
+    def heartbeat_many(
+        self,
+        leases: Sequence[Lease],
+        *,
+        lease_seconds: float = 30.0,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> dict[int, LeaseState]:
+        """Renew many leases in one statement; says for each job whether it is still held."""
+        check_seconds(lease_seconds, "lease_seconds")
+        if not leases:
+            return {}
+        params = {
+            "ids": [lease.job_id for lease in leases],
+            "tokens": [lease.token for lease in leases],
+            "lease": float(lease_seconds),
+            "now": now,
+        }
+        rows = self._many("heartbeat", params, HeartbeatRow, conn)
+        held = {r.id: r.cancel_requested for r in rows}
+        states = {}
+        for lease in leases:
+            if lease.job_id not in held:
+                states[lease.job_id] = LeaseState.LOST
+            elif held[lease.job_id]:
+                states[lease.job_id] = LeaseState.CANCEL_REQUESTED
+            else:
+                states[lease.job_id] = LeaseState.HELD
+        return states
+
+    def succeed(
+        self, lease: Lease, result: Any, *, conn: AnyConnection | None = None, now: datetime | None = None
+    ) -> Completion:
+        """Mark succeeded and write the result under the job's idempotency key, both fenced.
+
+        With `conn` the caller can write its own business rows in the same transaction.
+        """
+        # Serialise here, so a bad result fails before any statement is sent.
+        result_jsonb = Jsonb(result_json(result), dumps=_identity)
+        params = {"id": lease.job_id, "token": lease.token, "result": result_jsonb, "now": now}
+        row = self._one("succeed", params, SucceedRow, conn)
+        if row is None or not row.fenced:
+            return Completion.LEASE_LOST
+        return Completion.CREATED if row.inserted else Completion.ALREADY_EXISTED
+
+    def succeed_many(
+        self,
+        completions: Sequence[tuple[Lease, Any]],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+    ) -> dict[int, Completion]:
+        """`succeed` for many jobs in one statement (one commit): each is fenced by its own token
+        and writes its result once per idempotency key, exactly as `succeed` would one by one."""
+        if not completions:
+            return {}
+        ids = [lease.job_id for lease, _ in completions]
+        if len(set(ids)) != len(ids):
+            raise InvalidArgument("completions", "names a job more than once", "pass each lease once")
+        results = [Jsonb(result_json(result), dumps=_identity) for _, result in completions]
+        params = {"ids": ids, "tokens": [lease.token for lease, _ in completions], "results": results, "now": now}
+        rows = self._many("succeed_many", params, SucceedManyRow, conn)
+        held = {r.id: r.inserted for r in rows}
+        return {
+            job_id: Completion.LEASE_LOST
+            if job_id not in held
+            else Completion.CREATED
+            if held[job_id]
+            else Completion.ALREADY_EXISTED
+            for job_id in ids
+        }
+
+    def fail(
+        self,
+        lease: Lease,
+        error: str,
+        *,
+        retryable: bool = True,
+        delay: float | None = None,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> Failure:
+        """Record a failed attempt: retry after a backoff while attempts remain, else dead.
+
+        Decided here (pgwork.failure.decide_failure), applied by pgwork.set_state_if_held only
+        while the lease holds and within its bounds: a retry past the attempt budget is applied
+        as dead, whatever the caller asks; a non-retryable error goes dead at once."""
+        retry_in = self.backoff.delay(lease.attempt) if delay is None else check_seconds(delay, "delay")
+        # A lease made by hand does not know the budget: ask for the retry, the database says.
+        budget = lease.max_attempts if lease.max_attempts is not None else _SMALLINT_MAX
+        decision = decide_failure(lease.attempt, budget, retryable, retry_in, now or datetime.now(UTC))
+        params = {
+            "id": lease.job_id,
+            "token": lease.token,
+            "state": decision.state,
+            "reason": decision.reason.value if decision.reason else None,
+            "retry_delay": decision.retry_delay,
+            "error": error_text(error),
+            "now": now,
+        }
+        row = self._one("set_state_if_held", params, FailRow, conn)
+        if row is None:
+            return Failure(FailOutcome.LEASE_LOST)
+        if row.status == "pending":
+            return Failure(FailOutcome.RETRY, row.available_at)
+        return Failure(FailOutcome.DEAD)
+
+    def release(
+        self,
+        lease: Lease,
+        note: str = "released by its worker",
+        *,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> bool:
+        """Give a job back to pending (graceful shutdown). False if the lease was already lost
+        or the job's cancellation was requested (acknowledge that instead)."""
+        stamp = f"[{error_text(note)} ({lease.owner}, attempt {lease.attempt})]"
+        params = {"id": lease.job_id, "token": lease.token, "note": stamp, "now": now}
+        return self._one("release", params, IdRow, conn) is not None
+
+    def acknowledge_cancel(
+        self, lease: Lease, *, now: datetime | None = None, conn: AnyConnection | None = None
+    ) -> bool:
+        """The holder stops a job whose cancellation was requested and marks it cancelled."""
+        stamp = f"[cancelled while running on {lease.owner}, attempt {lease.attempt}]"
+        params = {"id": lease.job_id, "token": lease.token, "note": stamp, "now": now}
+        return self._one("acknowledge_cancel", params, IdRow, conn) is not None
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def reap(
+        self, *, now: datetime | None = None, limit: int = 1000, conn: AnyConnection | None = None
+    ) -> list[Reclaimed]:
+        """Return running jobs whose lease lapsed to pending (dead once attempts are used up)."""
+        check_int(limit, "limit", 1, 1_000_000, "reap in batches of at most 1000000")
+        return self._many("reap", {"now": now, "limit": limit}, Reclaimed, conn)
+
+    def retry(
+        self,
+        ids: Sequence[int],
+        *,
+        max_attempts: int | None = None,
+        now: datetime | None = None,
+        conn: AnyConnection | None = None,
+    ) -> list[int]:
+        """Requeue dead or cancelled jobs now. Returns the ids requeued."""
+        if max_attempts is not None:
+            check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1")
+        params = {"ids": check_ids(ids), "max_attempts": max_attempts, "now": now}
+        rows = self._many("retry", params, IdRow, conn)
+        return sorted(r.id for r in rows)
+
+    def cancel(
+        self, ids: Sequence[int], *, now: datetime | None = None, conn: AnyConnection | None = None
+    ) -> CancelReport:
+        wanted = sorted(set(check_ids(ids)))
+        rows = self._many("cancel", {"ids": wanted, "now": now}, CancelRow, conn)
+        pending = {r.id for r in rows if r.was == "pending"}
+        running = {r.id for r in rows if r.was == "running"}
+        rest = [i for i in wanted if i not in pending and i not in running]
+        return CancelReport(sorted(pending), sorted(running), rest)
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        statuses: Sequence[str] = ("succeeded", "cancelled"),
+        now: datetime | None = None,
+        batch: int = 10_000,
+        conn: AnyConnection | None = None,
+    ) -> int:
+        """Delete finished jobs completed before now - older_than, batch by batch."""
+        seconds = check_age(older_than)
+        if seconds < 0:
+            raise InvalidArgument("older_than", "is negative", "give an age such as 30d")
+        allowed = {"succeeded", "cancelled", "dead"}
+        if not statuses or not set(statuses) <= allowed:
+            raise InvalidArgument("statuses", f"must be among {sorted(allowed)}", "only history is pruned")
+        check_int(batch, "batch", 1, 1_000_000, "prune in batches of at most 1000000")
+        params = {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch}
+        total = 0
+        while True:
+            deleted = int(self._scalar("prune", params, conn) or 0)
+            total += deleted
+            if deleted < batch:
+                return total
+
+
+# attempt_count and max_attempts are smallint columns.
+_SMALLINT_MAX = 32767
+
+
+def _identity(text: Any) -> str:
+    return str(text)
+
+
+def new_token() -> uuid.UUID:
+    """A lease token as the database would mint it; for tests that forge stale leases."""
+    return uuid.uuid4()

@@ -1,0 +1,150 @@
+"""The rows pgwork's statements return, one frozen dataclass per shape, fields named as the
+columns (pgwork.db.statements maps them by name, so a renamed column fails loudly)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job as stored (`Queue.job`). payload and trace_context may be Undecodable markers."""
+
+    id: int
+    job_type: str
+    payload: Any
+    status: str
+    priority: int
+    attempt_count: int
+    max_attempts: int
+    created_at: datetime
+    available_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    lease_owner: str | None
+    lease_token: uuid.UUID | None
+    lease_expires_at: datetime | None
+    heartbeat_at: datetime | None
+    cancel_requested_at: datetime | None
+    last_error: str | None
+    idempotency_key: str
+    trace_context: Any
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """A job's effect, written once per idempotency key (`Queue.result`)."""
+
+    idempotency_key: str
+    job_id: int
+    job_type: str
+    produced_by: str
+    produced_at: datetime
+    result: Any
+
+
+@dataclass(frozen=True)
+class RunningRow:
+    id: int
+    job_type: str
+    lease_owner: str
+    attempt_count: int
+    max_attempts: int
+    started_at: datetime | None
+    lease_remaining_seconds: float
+    since_heartbeat_seconds: float
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class RetryingRow:
+    id: int
+    job_type: str
+    attempt_count: int
+    max_attempts: int
+    retry_in_seconds: float
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class DeadRow:
+    id: int
+    job_type: str
+    attempt_count: int
+    max_attempts: int
+    completed_at: datetime
+    last_error: str | None
+
+
+# -- what the job-life functions answer (internal to pgwork.db) ---------------------------
+
+
+@dataclass(frozen=True)
+class IdRow:
+    id: int
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    id: int
+    job_type: str
+    payload: Any
+    priority: int
+    attempt_count: int
+    max_attempts: int
+    idempotency_key: str
+    trace_context: Any
+    lease_owner: str
+    lease_token: uuid.UUID
+    lease_expires_at: datetime
+    created_at: datetime
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class HeartbeatRow:
+    id: int
+    cancel_requested: bool
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True)
+class SucceedRow:
+    fenced: int
+    inserted: int
+
+
+@dataclass(frozen=True)
+class SucceedManyRow:
+    id: int
+    inserted: bool
+
+
+@dataclass(frozen=True)
+class FailRow:
+    status: str
+    available_at: datetime
+    attempt_count: int
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class CancelRow:
+    id: int
+    was: str
+
+
+@dataclass(frozen=True)
+class OwnerCount:
+    owner: str
+    jobs: int
+
+
+@dataclass(frozen=True)
+class RoleFacts:
+    rolname: str
+    rolsuper: bool
+    has_owner_rights: bool

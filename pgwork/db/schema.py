@@ -1,0 +1,181 @@
+"""The schema: its version, migrating to the newest, granting a role a profile, and reading the
+claim statement back from the installed function."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import LiteralString
+
+import psycopg
+
+from pgwork import sql_files
+from pgwork.db import statements
+from pgwork.db.connect import AnyConnection, check_encoding, connect, first_error_line
+from pgwork.db.rows import RoleFacts
+from pgwork.errors import InvalidArgument, NotMigrated, SchemaTooNew
+
+log = logging.getLogger("pgwork.db")
+
+
+def schema_version(conn: AnyConnection) -> int:
+    if not statements.scalar(conn, "schema_exists"):
+        return 0
+    return int(statements.scalar(conn, "schema_version") or 0)
+
+
+def check_schema(conn: AnyConnection) -> None:
+    version = schema_version(conn)
+    latest = sql_files.latest_version()
+    if version == 0:
+        raise NotMigrated(f"database {conn.info.dbname!r} has no pgwork schema; run `pgwork migrate` first")
+    if version > latest:
+        raise SchemaTooNew(
+            f"database {conn.info.dbname!r} is at pgwork schema version {version}, but this pgwork "
+            f"knows only up to {latest}; upgrade pgwork (never run an older pgwork against it)"
+        )
+    if version < latest:
+        raise NotMigrated(
+            f"database {conn.info.dbname!r} is at pgwork schema version {version} of {latest}; run `pgwork migrate`"
+        )
+
+
+def migrate(dsn: str) -> list[int]:
+    """Apply the migrations the database lacks, in one transaction under an advisory lock.
+
+    Ten pods starting at once migrate once: the first takes the lock and applies; the others
+    wait on the lock, then find nothing left to do. Returns the versions this call applied.
+    A schema already current is a no-op needing no DDL rights (a worker pod's migrate init
+    container, run under the worker role, succeeds); a schema behind with a role that cannot
+    change it is one line naming the fix.
+    """
+    latest = sql_files.latest_version()
+    with connect(dsn, autocommit=False, application_name="pgwork-migrate") as conn:
+        check_encoding(conn)
+        conn.commit()
+        try:
+            current = schema_version(conn)
+        except psycopg.errors.InsufficientPrivilege:
+            current = -1  # unknown: the lock and the DDL below say whether this role may migrate
+        conn.rollback()
+        if current > latest:
+            raise _too_new(conn, current, latest)
+        if current == latest:
+            return []
+        try:
+            with conn.transaction():
+                statements.execute(conn, "migrate_lock")
+                statements.execute(conn, "migrate_bootstrap")
+                current = schema_version(conn)
+                if current > latest:
+                    raise _too_new(conn, current, latest)
+                applied: list[int] = []
+                for migration in sql_files.migrations():
+                    if migration.version <= current:
+                        continue
+                    conn.execute(migration.sql)
+                    statements.execute(conn, "migrate_record", {"version": migration.version, "name": migration.name})
+                    applied.append(migration.version)
+                    log.info("applied migration %04d_%s", migration.version, migration.name)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            where = f"at pgwork schema version {current} of {latest}" if current >= 0 else "not readable"
+            raise NotMigrated(
+                f"database {conn.info.dbname!r} is {where} and role {conn.info.user!r} cannot change the schema "
+                f"({first_error_line(exc)}); run `pgwork migrate` as the role that owns schema pgwork"
+            ) from None
+        return applied
+
+
+def _too_new(conn: AnyConnection, current: int, latest: int) -> SchemaTooNew:
+    return SchemaTooNew(
+        f"database {conn.info.dbname!r} is at pgwork schema version {current}, but this "
+        f"pgwork knows only up to {latest}; upgrade pgwork"
+    )
+
+
+# Each includes others (see the profile table in migrations/0002_job_life_functions.sql):
+# producer and reaper include reader, worker includes producer, maintainer includes reaper.
+GRANT_PROFILES = ("reader", "producer", "worker", "reaper", "maintainer")
+# PostgreSQL cuts longer identifiers to this many bytes (NAMEDATALEN - 1).
+MAX_ROLE_BYTES = 63
+
+
+def check_grantee(role: str) -> str:
+    """The role name `pgwork grant` may grant to, or InvalidArgument naming `role` (pure)."""
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidArgument("role", "is empty", "name an existing role, e.g. pgwork_worker")
+    try:
+        size = len(role.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument("role", "is not valid text", "name an existing role") from None
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in role):
+        raise InvalidArgument("role", "contains a control character", "name an existing role")
+    if len(role) >= 2 and role[0] == role[-1] == '"':
+        raise InvalidArgument("role", f"{role} is quoted", "give the bare name; pgwork quotes it itself")
+    if role.lower() == "public":
+        raise InvalidArgument(
+            "role", "PUBLIC means every role, not one", "create a role (CREATE ROLE name LOGIN) and grant to it"
+        )
+    if size > MAX_ROLE_BYTES:
+        raise InvalidArgument(
+            "role",
+            f"is {size} bytes; PostgreSQL cuts names to {MAX_ROLE_BYTES}, so the grant could land on another role",
+            f"use a role name of at most {MAX_ROLE_BYTES} bytes",
+        )
+    if role.startswith("pg_"):
+        raise InvalidArgument(
+            "role", f"{role!r} is a reserved pg_* role that others are members of", "grant to a role of your own"
+        )
+    return role
+
+
+def grant(dsn: str, role: str, profile: str) -> list[str]:
+    """Give `role` exactly the privileges of `profile` (and the profiles it includes) on the
+    pgwork schema, revoking whatever else it held there. Run as the role that migrated.
+    Returns the profiles applied."""
+    if profile not in GRANT_PROFILES:
+        raise InvalidArgument("profile", f"{profile!r} is not a profile", f"use one of {', '.join(GRANT_PROFILES)}")
+    check_grantee(role)
+    with connect(dsn, autocommit=False, application_name="pgwork-grant") as conn:
+        check_schema(conn)
+        facts = statements.one(conn, "role_facts", {"role": role}, RoleFacts)
+        if facts is None:
+            raise InvalidArgument(
+                "role",
+                f"there is no role {role!r} on this server",
+                "create it first: CREATE ROLE name LOGIN PASSWORD ...",
+            )
+        if facts.rolsuper or facts.has_owner_rights:
+            what = "is a superuser" if facts.rolsuper else "owns schema pgwork or is a member of its owner"
+            raise InvalidArgument(
+                "role",
+                f"{role!r} {what}, so no profile can narrow it",
+                "grant to a role of its own, made with CREATE ROLE",
+            )
+        with conn.transaction():
+            applied = statements.scalar(conn, "grant_profiles", {"role": role, "profiles": [profile]})
+    return list(applied)
+
+
+_CLAIM_BODY = re.compile(r"RETURN QUERY\s+(?P<statement>.*?);\s*END\s*$", re.DOTALL)
+_CLAIM_ARGUMENTS = {
+    "owner": "%(owner)s::text",
+    "job_types": "%(job_types)s::text[]",
+    "max_jobs": "%(limit)s::integer",
+    "lease_seconds": "%(lease)s::float8",
+    "now_": "coalesce(%(now)s::timestamptz, now())",
+}
+_CLAIM_NAMES = re.compile(r"(?<![\w.])(" + "|".join(_CLAIM_ARGUMENTS) + r")(?!\w)")
+
+
+def claim_statement(conn: AnyConnection) -> LiteralString:
+    """The one statement the installed pgwork.claim runs, read back from the database, with its
+    arguments as %(owner)s, %(job_types)s, %(limit)s, %(lease)s and %(now)s: what the plan tests
+    and the lab EXPLAIN (EXPLAIN of the function call cannot see inside it)."""
+    source = statements.scalar(conn, "claim_source")
+    match = _CLAIM_BODY.search(str(source))
+    if match is None:
+        raise ValueError("pgwork.claim no longer has the shape `RETURN QUERY <statement>; END`")
+    body = re.sub(r"--[^\n]*", "", match.group("statement"))
+    # The text is the body of pgwork's own migration, as installed; never input.
+    return _CLAIM_NAMES.sub(lambda m: _CLAIM_ARGUMENTS[m.group(1)], body)

@@ -1,0 +1,49 @@
+"""Running the named statements of pgwork/sql/queries.sql, each by the row shape its block
+declares (`-- name: claim :many`): `many` and `one` map rows onto a frozen dataclass by column
+name, `scalar` returns the first column of the first row, `execute` returns nothing. Running a
+statement under another shape than it declares is an error, so the tag cannot drift."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, LiteralString, TypeVar
+
+from psycopg import Connection
+from psycopg.rows import class_row, tuple_row
+
+from pgwork import sql_files
+
+T = TypeVar("T")
+Params = Mapping[str, Any] | None
+
+
+def statement(name: str, shape: str) -> LiteralString:
+    declared = sql_files.CORE.shape(name)
+    if declared != shape:
+        raise ValueError(f"query {name!r} is declared :{declared} in pgwork/sql/queries.sql, but run as :{shape}")
+    return sql_files.query(name)
+
+
+def many(conn: Connection[Any], name: str, params: Params, row: type[T]) -> list[T]:
+    with conn.cursor(row_factory=class_row(row)) as cur:
+        cur.execute(statement(name, "many"), params)
+        return cur.fetchall()
+
+
+def one(conn: Connection[Any], name: str, params: Params, row: type[T]) -> T | None:
+    """The statement's row, or None when it matched nothing (a lost lease, an unknown id)."""
+    with conn.cursor(row_factory=class_row(row)) as cur:
+        cur.execute(statement(name, "one"), params)
+        return cur.fetchone()
+
+
+def scalar(conn: Connection[Any], name: str, params: Params = None) -> Any:
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(statement(name, "scalar"), params)
+        found = cur.fetchone()
+        return found[0] if found else None
+
+
+def execute(conn: Connection[Any], name: str, params: Params = None) -> None:
+    with conn.cursor() as cur:
+        cur.execute(statement(name, "exec"), params)
