@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from pgwork.operator import podtemplate
 from pgwork.operator.render import CONTAINER_SECURITY, TMP_MOUNT, render_all, selector_labels
@@ -284,6 +286,17 @@ def test_a_gpu_jobqueue_renders_a_valid_deployment_with_its_fields() -> None:
     assert pod["metadata"]["labels"]["team"] == "ml"
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     assert spec["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_gpu_example_renders_a_deployment_the_kubernetes_schema_accepts() -> None:
+    example = yaml.safe_load((Path(__file__).resolve().parents[2] / "manifests/examples/jobqueue-gpu.yaml").read_text())
+    example["metadata"].update(namespace="ml", uid="u-2")
+    for manifest in render_all(example, replicas=1):
+        kubernetes_validate.validate(manifest, "1.30", strict=True)
+    pod = render_all(example)[0]["spec"]["template"]["spec"]
+    assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert {"name": "models", "mountPath": "/models"} in pod["containers"][0]["volumeMounts"]
 
 
 def test_selector_labels_cannot_be_overridden() -> None:
