@@ -1,9 +1,14 @@
 # syntax=docker/dockerfile:1
 # One image for the operator, the workers and the reaper: `pgwork operator`, `pgwork worker --app ...`,
 # `pgwork reap`. Build your job code on top of it (FROM pgwork/pgwork:0.1.0, then COPY your module).
+# The base is an argument so an offline build can use a local Debian base with Python 3.11
+# (scripts/build-image.sh makes one with debootstrap when no registry is reachable).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
+# Set by scripts/build-image.sh for an offline build from a wheelhouse (pip reads them from the
+# environment); unset, pip uses its index as usual.
+ARG PIP_NO_INDEX PIP_FIND_LINKS
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1

@@ -20,12 +20,13 @@ import psycopg
 
 from pgwork import __version__, tracing
 from pgwork.dsn import redact, resolve_dsn
-from pgwork.durations import parse_duration
+from pgwork.durations import parse_age, parse_duration
 from pgwork.errors import PgworkError
 from pgwork.models import Reclaimed
 from pgwork.queue import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.reaper import Reaper, ReaperConfig
-from pgwork.tables import render
+from pgwork.tables import json_safe, render, visible
+from pgwork.validation import parse_id, parse_whole
 
 # Modules that add subcommands: each has `register(subparsers) -> None`. A missing optional
 # dependency (kopf for the operator) hides only that command.
@@ -68,6 +69,10 @@ def _json_object(text: str) -> dict[str, Any]:
             f"--payload: not valid JSON ({exc.msg} at position {exc.pos}); "
             "quote it for the shell, e.g. --payload '{\"doc\": 1}'"
         ) from None
+    except RecursionError:
+        raise UsageError("--payload: nested too deeply to read (flatten it; pgwork accepts 100 levels)") from None
+    except ValueError as exc:  # the int-str digit limit: a number with thousands of digits
+        raise UsageError(f"--payload: cannot be read ({str(exc).split(';')[0]}; pass big numbers as strings)") from None
     if not isinstance(value, dict):
         raise UsageError(
             f"--payload: must be a JSON object, got {type(value).__name__}; e.g. --payload '{{\"value\": 1}}'"
@@ -76,12 +81,11 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _ids(values: Sequence[str]) -> list[int]:
-    ids = []
-    for v in values:
-        if not v.isdigit() or int(v) < 1:
-            raise UsageError(f"ID: {v!r} is not a job id (a positive whole number)")
-        ids.append(int(v))
-    return ids
+    return [parse_id(v, "ID") for v in values]
+
+
+def _whole(text: str | None, field: str, fix: str) -> int | None:
+    return None if text is None else parse_whole(text, field, fix)
 
 
 def _seconds(text: str, field: str) -> float:
@@ -110,6 +114,8 @@ def cmd_grant(args: argparse.Namespace) -> int:
 def cmd_enqueue(args: argparse.Namespace) -> int:
     payload = _json_object(args.payload)
     delay = _seconds(args.delay, "--delay") if args.delay is not None else None
+    priority = _whole(args.priority, "--priority", "use 0..32767, lower runs first")
+    max_attempts = _whole(args.max_attempts, "--max-attempts", "use 1..32767")
     provider = tracing.configure_from_env()
     try:
         with _queue(args) as q:
@@ -120,9 +126,9 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 payload,
                 tracer_provider=provider,
                 key=args.key,
-                priority=args.priority,
+                priority=priority,
                 delay=delay,
-                max_attempts=args.max_attempts,
+                max_attempts=max_attempts,
             )
     finally:
         tracing.shutdown(provider)
@@ -132,7 +138,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 def _print_rows(rows: list[dict[str, Any]], as_json: bool, columns: Sequence[str] | None = None) -> None:
     if as_json:
-        print(json.dumps(rows, default=str, indent=2))
+        # Strict JSON (no NaN/Infinity) with every control character escaped by the encoder.
+        print(json.dumps(json_safe(rows), default=str, indent=2, allow_nan=False))
     else:
         print(render(rows, columns))
 
@@ -158,14 +165,15 @@ def cmd_retrying(args: argparse.Namespace) -> int:
 
 def cmd_dead(args: argparse.Namespace) -> int:
     with _queue(args) as q:
-        _print_rows(q.dead(limit=args.limit), args.json)
+        _print_rows(q.dead(limit=_whole(args.limit, "--limit", "use 1..1000000") or 0), args.json)
     return 0
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
     ids = _ids(args.ids)
+    max_attempts = _whole(args.max_attempts, "--max-attempts", "use 1..32767")
     with _queue(args) as q:
-        done = q.retry(ids, max_attempts=args.max_attempts)
+        done = q.retry(ids, max_attempts=max_attempts)
     skipped = sorted(set(ids) - set(done))
     print(f"requeued: {done or 'none'}" + (f"; not dead or cancelled, left alone: {skipped}" if skipped else ""))
     return 0 if not skipped else 1
@@ -183,7 +191,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _print_reclaimed(r: Reclaimed) -> None:
     print(
-        f"reclaimed job {r.id} ({r.job_type}) from {r.previous_owner}, "
+        f"reclaimed job {r.id} ({visible(r.job_type)}) from {visible(r.previous_owner)}, "
         f"{r.overdue_seconds:.1f}s overdue, attempt {r.attempt_count} -> {r.status}",
         flush=True,
     )
@@ -199,12 +207,27 @@ def cmd_reap(args: argparse.Namespace) -> int:
     return 0
 
 
+def prune_statuses(status: Sequence[str] | None, include_dead: bool) -> list[str]:
+    """Which statuses `pgwork prune` deletes. Dead jobs are the ones someone still has to look
+    at (their last_error is the only record of what went wrong), so only an explicit
+    --include-dead deletes them."""
+    chosen = list(dict.fromkeys(status or ["succeeded", "cancelled", *(["dead"] if include_dead else [])]))
+    if "dead" in chosen and not include_dead:
+        raise UsageError(
+            "--status dead: pruning deletes dead jobs and their last_error for good; add --include-dead to mean it"
+        )
+    return chosen
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
-    age = _seconds(args.older_than, "--older-than")
-    statuses = args.status or ["succeeded", "cancelled", "dead"]
+    try:
+        age = parse_age(args.older_than, "--older-than")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    statuses = prune_statuses(args.status, args.include_dead)
     with _queue(args) as q:
         deleted = q.prune(timedelta(seconds=age), statuses=statuses)
-    print(f"deleted {deleted} finished jobs older than {args.older_than}")
+    print(f"deleted {deleted} {'/'.join(statuses)} jobs older than {visible(args.older_than.strip())}")
     return 0
 
 
@@ -228,15 +251,16 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
         "--profile",
         choices=GRANT_PROFILES,
         default="worker",
-        help="reader (dashboards, autoscaler), worker (+ enqueue, claim, finish, reap), maintainer (+ prune)",
+        help="reader (counts, ages, errors; no payloads), producer (+ enqueue), worker (+ claim, heartbeat, "
+        "finish), reaper (reader + reap, prune), maintainer (reaper + retry, cancel); sets exactly that profile",
     )
     p = add("enqueue", cmd_enqueue, "add one job; prints its id")
     p.add_argument("job_type", metavar="TYPE")
     p.add_argument("--payload", default="{}", help="JSON object (default {})")
     p.add_argument("--key", help="idempotency key (default: derived from type and payload)")
-    p.add_argument("--priority", type=int, default=100, help="0..32767, lower runs first (default 100)")
+    p.add_argument("--priority", default="100", help="0..32767, lower runs first (default 100)")
     p.add_argument("--delay", help="run no sooner than this from now: 30, 30s, 5m")
-    p.add_argument("--max-attempts", type=int, default=5)
+    p.add_argument("--max-attempts", default="5", help="attempts before the job goes dead (default 5)")
     for name, func, text in (
         ("stats", cmd_stats, "backlog per job type: ready, scheduled, running, dead"),
         ("running", cmd_running, "jobs in flight: owner, lease left, heartbeat age"),
@@ -248,22 +272,25 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
         if name == "stats":
             p.add_argument("--job-types", nargs="*", help="only these types")
         if name == "dead":
-            p.add_argument("--limit", type=int, default=100)
+            p.add_argument("--limit", default="100", help="show at most this many (default 100)")
     p = add("retry", cmd_retry, "requeue dead or cancelled jobs now")
     p.add_argument("ids", nargs="+", metavar="ID")
-    p.add_argument("--max-attempts", type=int, help="raise the job's attempt budget to this")
+    p.add_argument("--max-attempts", help="raise the job's attempt budget to this")
     p = add("cancel", cmd_cancel, "cancel pending jobs; ask running ones to stop at their next heartbeat")
     p.add_argument("ids", nargs="+", metavar="ID")
     p = add("reap", cmd_reap, "return jobs whose lease expired to pending (what the reaper CronJob runs)")
     p.add_argument("--loop-for", default="0", help="keep reaping for this long, for finer than a minute")
     p.add_argument("--every", default="10s", help="pause between rounds when looping")
-    p = add("prune", cmd_prune, "delete finished history older than an age")
-    p.add_argument("--older-than", required=True, help="age such as 7d, 12h")
+    p = add("prune", cmd_prune, "delete succeeded and cancelled history older than an age")
+    p.add_argument("--older-than", required=True, help="age with a unit, such as 30d, 12h (a bare number is refused)")
     p.add_argument(
         "--status",
         action="append",
         choices=["succeeded", "cancelled", "dead"],
-        help="only these statuses (repeatable; default all three)",
+        help="only these statuses (repeatable; default succeeded and cancelled)",
+    )
+    p.add_argument(
+        "--include-dead", action="store_true", help="also delete dead jobs and their last_error (never by default)"
     )
 
     own = Path(__file__).resolve().parent
@@ -320,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"pgwork {args.command}: {_first_line(exc)}; the connecting role lacks this privilege (run "
             "`pgwork migrate` as the role that owns the pgwork schema, and give other roles a profile with "
-            "`pgwork grant ROLE --profile reader|worker|maintainer`)",
+            f"`pgwork grant ROLE --profile {'|'.join(GRANT_PROFILES)}`)",
             file=sys.stderr,
         )
         return 2

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
+# Up to the last @ of the token: a password with an unescaped @ in it ("p@ss") must not leave
+# its tail ("ss@host") behind. Over-redacting a host is the safe side.
+_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)(\S*)(@)")
 # libpq lets an unquoted value escape a space with a backslash: password=abc\ def is "abc def".
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)", re.IGNORECASE)
 

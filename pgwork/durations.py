@@ -1,4 +1,8 @@
-"""Durations as people write them: `30`, `30s`, `1.5m`, `2h`, `7d`, `1h30m`."""
+"""Durations as people write them: `30`, `30s`, `1.5m`, `2h`, `7d`, `1h30m`.
+
+Digits are ASCII only: `float()` also reads '٣' as 3 and '1e3' or '1_000' as 1000, none of
+which a person typing a duration means.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,15 @@ import math
 import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
 
 
 def parse_duration(text: str, field: str = "duration") -> float:
     """Seconds in `text`. A bare number is seconds. Raises ValueError naming `field`."""
     cleaned = text.strip().lower()
-    try:
-        number = float(cleaned)
-    except ValueError:
-        number = None
-    if number is not None:
-        return _non_negative(number, field, text)
+    if _NUMBER.fullmatch(cleaned):
+        return _non_negative(float(cleaned), field, text)
     pos = 0
     total = 0.0
     for match in _PART.finditer(cleaned):
@@ -26,11 +27,34 @@ def parse_duration(text: str, field: str = "duration") -> float:
         total += float(match.group(1)) * _UNITS[match.group(2)]
         pos = match.end()
     if pos != len(cleaned) or not cleaned:
-        raise ValueError(f"{field}: {text!r} is not a duration (write seconds like 30, or 30s, 5m, 2h, 7d, 1h30m)")
+        if cleaned.startswith("-") or cleaned.lstrip("+-") in ("nan", "inf", "infinity"):
+            raise ValueError(f"{field}: {_shown(text)} must be a finite duration >= 0")
+        raise ValueError(
+            f"{field}: {_shown(text)} is not a duration (write seconds like 30, or 30s, 5m, 2h, 7d, 1h30m)"
+        )
     return _non_negative(total, field, text)
+
+
+def parse_age(text: str, field: str = "age") -> float:
+    """Seconds in an age that decides what is deleted. Unlike `parse_duration` a bare number is
+    refused: `--older-than 30` meant 30 days to the person who typed it and 30 seconds to the
+    parser, and the difference was every finished job of the last month."""
+    cleaned = text.strip().lower()
+    if _NUMBER.fullmatch(cleaned):
+        raise ValueError(
+            f"{field}: {_shown(text)} has no unit, and pgwork will not guess one for an age that decides what is "
+            f"deleted (write {cleaned}d for days, or {cleaned}h, {cleaned}m, {cleaned}s)"
+        )
+    return parse_duration(text, field)
 
 
 def _non_negative(value: float, field: str, text: str) -> float:
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{field}: {text!r} must be a finite duration >= 0")
+        raise ValueError(f"{field}: {_shown(text)} must be a finite duration >= 0")
     return value
+
+
+def _shown(text: str) -> str:
+    """The input as quoted in an error: ASCII (a lookalike digit shows as \u0663), cut short."""
+    shown = ascii(text)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

@@ -8,23 +8,22 @@ its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
+import re
 import select
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg import Connection
-from psycopg import sql as psycopg_sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pgwork import sql_files
+from pgwork import decoding, sql_files
 from pgwork.backoff import Backoff
 from pgwork.dsn import describe, redact, with_tcp_defaults
 from pgwork.errors import (
@@ -48,7 +47,18 @@ from pgwork.models import (
     Reclaimed,
     TypeStats,
 )
-from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_int, check_job_type, validate
+from pgwork.validation import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_age,
+    check_id,
+    check_ids,
+    check_int,
+    check_job_types,
+    check_text,
+    error_text,
+    result_json,
+    validate,
+)
 
 log = logging.getLogger("pgwork.queue")
 
@@ -62,8 +72,6 @@ POOL_TIMEOUT = 30.0
 # up (a worker told to stop) also shortens waits already in progress.
 _WAIT_SLICE = 0.25
 _MIN_WAIT = 0.01
-# last_error is kept, not grown without bound: the newest text wins.
-MAX_ERROR_CHARS = 8000
 
 
 def connect(
@@ -91,6 +99,7 @@ def connect(
                 "connection string or the Secret it comes from; retrying will not help)"
             ) from None
         raise Unreachable(f"cannot connect to {describe(dsn)}: {first}") from None
+    decoding.configure(conn)
     return conn
 
 
@@ -154,67 +163,154 @@ def migrate(dsn: str) -> list[int]:
 
     Ten pods starting at once migrate once: the first takes the lock and applies; the others
     wait on the lock, then find nothing left to do. Returns the versions this call applied.
+    A schema already current is a no-op needing no DDL rights (a worker pod's migrate init
+    container, run under the worker role, succeeds); a schema behind with a role that cannot
+    change it is one line naming the fix.
     """
+    latest = sql_files.latest_version()
     with connect(dsn, autocommit=False, application_name="pgwork-migrate") as conn:
         check_encoding(conn)
         conn.commit()
-        with conn.transaction():
-            conn.execute(sql_files.query("migrate_lock"))
-            conn.execute(sql_files.query("migrate_bootstrap"))
+        try:
             current = schema_version(conn)
-            latest = sql_files.latest_version()
-            if current > latest:
-                raise SchemaTooNew(
-                    f"database {conn.info.dbname!r} is at pgwork schema version {current}, but this "
-                    f"pgwork knows only up to {latest}; upgrade pgwork"
-                )
-            applied: list[int] = []
-            for migration in sql_files.migrations():
-                if migration.version <= current:
-                    continue
-                conn.execute(migration.sql)
-                conn.execute(
-                    sql_files.query("migrate_record"),
-                    {"version": migration.version, "name": migration.name},
-                )
-                applied.append(migration.version)
-                log.info("applied migration %04d_%s", migration.version, migration.name)
+        except psycopg.errors.InsufficientPrivilege:
+            current = -1  # unknown: the lock and the DDL below say whether this role may migrate
+        conn.rollback()
+        if current > latest:
+            raise _too_new(conn, current, latest)
+        if current == latest:
+            return []
+        try:
+            with conn.transaction():
+                conn.execute(sql_files.query("migrate_lock"))
+                conn.execute(sql_files.query("migrate_bootstrap"))
+                current = schema_version(conn)
+                if current > latest:
+                    raise _too_new(conn, current, latest)
+                applied: list[int] = []
+                for migration in sql_files.migrations():
+                    if migration.version <= current:
+                        continue
+                    conn.execute(migration.sql)
+                    conn.execute(
+                        sql_files.query("migrate_record"),
+                        {"version": migration.version, "name": migration.name},
+                    )
+                    applied.append(migration.version)
+                    log.info("applied migration %04d_%s", migration.version, migration.name)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            where = f"at pgwork schema version {current} of {latest}" if current >= 0 else "not readable"
+            raise NotMigrated(
+                f"database {conn.info.dbname!r} is {where} and role {conn.info.user!r} cannot change the schema "
+                f"({_first_error_line(exc)}); run `pgwork migrate` as the role that owns schema pgwork"
+            ) from None
         return applied
 
 
-GRANT_PROFILES = ("reader", "worker", "maintainer")
+def _too_new(conn: AnyConnection, current: int, latest: int) -> SchemaTooNew:
+    return SchemaTooNew(
+        f"database {conn.info.dbname!r} is at pgwork schema version {current}, but this "
+        f"pgwork knows only up to {latest}; upgrade pgwork"
+    )
+
+
+# Each includes others (see the profile table in migrations/0002_job_life_functions.sql):
+# producer and reaper include reader, worker includes producer, maintainer includes reaper.
+GRANT_PROFILES = ("reader", "producer", "worker", "reaper", "maintainer")
+# PostgreSQL cuts longer identifiers to this many bytes (NAMEDATALEN - 1).
+MAX_ROLE_BYTES = 63
+
+
+def check_grantee(role: str) -> str:
+    """The role name `pgwork grant` may grant to, or InvalidArgument naming `role` (pure)."""
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidArgument("role", "is empty", "name an existing role, e.g. pgwork_worker")
+    try:
+        size = len(role.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument("role", "is not valid text", "name an existing role") from None
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in role):
+        raise InvalidArgument("role", "contains a control character", "name an existing role")
+    if len(role) >= 2 and role[0] == role[-1] == '"':
+        raise InvalidArgument("role", f"{role} is quoted", "give the bare name; pgwork quotes it itself")
+    if role.lower() == "public":
+        raise InvalidArgument(
+            "role", "PUBLIC means every role, not one", "create a role (CREATE ROLE name LOGIN) and grant to it"
+        )
+    if size > MAX_ROLE_BYTES:
+        raise InvalidArgument(
+            "role",
+            f"is {size} bytes; PostgreSQL cuts names to {MAX_ROLE_BYTES}, so the grant could land on another role",
+            f"use a role name of at most {MAX_ROLE_BYTES} bytes",
+        )
+    if role.startswith("pg_"):
+        raise InvalidArgument(
+            "role", f"{role!r} is a reserved pg_* role that others are members of", "grant to a role of your own"
+        )
+    return role
 
 
 def grant(dsn: str, role: str, profile: str) -> list[str]:
-    """Grant `role` the privileges of `profile` (and the profiles below it) on the pgwork schema.
-
-    Run as the role that migrated. Returns the profiles applied.
-    """
+    """Give `role` exactly the privileges of `profile` (and the profiles it includes) on the
+    pgwork schema, revoking whatever else it held there. Run as the role that migrated.
+    Returns the profiles applied."""
     if profile not in GRANT_PROFILES:
         raise InvalidArgument("profile", f"{profile!r} is not a profile", f"use one of {', '.join(GRANT_PROFILES)}")
-    if not role or len(role) > 63:
-        raise InvalidArgument("role", "must be a role name of 1..63 characters", "create it with CREATE ROLE first")
-    profiles = list(GRANT_PROFILES[: GRANT_PROFILES.index(profile) + 1])
-    blocks = sql_files.parse_queries(sql_files.read_text("sql/grants.sql"))
+    check_grantee(role)
     with connect(dsn, autocommit=False, application_name="pgwork-grant") as conn:
         check_schema(conn)
+        facts = conn.execute(sql_files.query("role_facts"), {"role": role}).fetchone()
+        if facts is None:
+            raise InvalidArgument(
+                "role",
+                f"there is no role {role!r} on this server",
+                "create it first: CREATE ROLE name LOGIN PASSWORD ...",
+            )
+        if facts["rolsuper"] or facts["has_owner_rights"]:
+            what = "is a superuser" if facts["rolsuper"] else "owns schema pgwork or is a member of its owner"
+            raise InvalidArgument(
+                "role",
+                f"{role!r} {what}, so no profile can narrow it",
+                "grant to a role of its own, made with CREATE ROLE",
+            )
         with conn.transaction():
-            for name in profiles:
-                conn.execute(psycopg_sql.SQL(blocks[name]).format(role=psycopg_sql.Identifier(role)))
-    return profiles
+            row = conn.execute(sql_files.query("grant_profiles"), {"role": role, "profiles": [profile]}).fetchone()
+    assert row is not None
+    return list(row["applied"])
+
+
+_CLAIM_BODY = re.compile(r"RETURN QUERY\s+(?P<statement>.*?);\s*END\s*$", re.DOTALL)
+_CLAIM_ARGUMENTS = {
+    "owner": "%(owner)s::text",
+    "job_types": "%(job_types)s::text[]",
+    "max_jobs": "%(limit)s::integer",
+    "lease_seconds": "%(lease)s::float8",
+    "now_": "coalesce(%(now)s::timestamptz, now())",
+}
+_CLAIM_NAMES = re.compile(r"(?<![\w.])(" + "|".join(_CLAIM_ARGUMENTS) + r")(?!\w)")
+
+
+def claim_statement(conn: AnyConnection) -> LiteralString:
+    """The one statement the installed pgwork.claim runs, read back from the database, with its
+    arguments as %(owner)s, %(job_types)s, %(limit)s, %(lease)s and %(now)s: what the plan tests
+    and the lab EXPLAIN (EXPLAIN of the function call cannot see inside it)."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(sql_files.query("claim_source")).fetchone()
+    assert row is not None
+    match = _CLAIM_BODY.search(str(row["prosrc"]))
+    if match is None:
+        raise ValueError("pgwork.claim no longer has the shape `RETURN QUERY <statement>; END`")
+    body = re.sub(r"--[^\n]*", "", match.group("statement"))
+    # The text is the body of pgwork's own migration, as installed; never input.
+    return _CLAIM_NAMES.sub(lambda m: _CLAIM_ARGUMENTS[m.group(1)], body)
 
 
 def _optional_types(job_types: Iterable[str] | None) -> list[str] | None:
-    if job_types is None:
-        return None
-    types = [check_job_type(t, "job_types") for t in job_types]
-    if not types:
-        raise InvalidArgument("job_types", "is empty", "pass None for every type, or name at least one")
-    return types
+    return check_job_types(job_types)
 
 
 def _error_text(error: str) -> str:
-    return error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 15] + " …[truncated]"
+    return error_text(error)
 
 
 class Queue:
@@ -266,6 +362,8 @@ class Queue:
             # A broken connection is replaced, not handed out; the check costs a round trip only
             # when the server has already spoken on the idle socket (FATAL or EOF).
             check=check_idle_connection,
+            # Rows Python cannot decode come back as markers, never as an exception mid-fetch.
+            configure=decoding.configure,
         )
         try:
             self._pool.open(wait=True, timeout=self.pool_timeout)
@@ -390,8 +488,7 @@ class Queue:
         now: datetime | None = None,
     ) -> list[ClaimedJob]:
         """Claim up to `limit` ready jobs in one statement, committed before returning."""
-        if not owner or len(owner) > 200:
-            raise InvalidArgument("owner", "must be 1..200 characters", "use the pod or host name")
+        check_text(owner, "owner", "use the pod or host name", max_chars=200)
         check_int(limit, "limit", 1, 10_000, "claim between 1 and 10000 jobs at once")
         if _check_seconds(lease, "lease") <= 0:
             raise InvalidArgument("lease", "must be > 0 seconds", "e.g. 30")
@@ -403,7 +500,7 @@ class Queue:
             "now": now,
         }
         claimed = []
-        for r in self._all("claim_one" if limit == 1 else "claim", params):
+        for r in self._all("claim", params):
             attempt = int(r["attempt_count"])
             claimed.append(
                 ClaimedJob(
@@ -475,7 +572,7 @@ class Queue:
         result_json = Jsonb(_result_json(result), dumps=_identity)
         row = self._one(
             "succeed",
-            {"id": lease.job_id, "token": lease.token, "owner": lease.owner, "result": result_json, "now": now},
+            {"id": lease.job_id, "token": lease.token, "result": result_json, "now": now},
             conn,
         )
         assert row is not None
@@ -503,7 +600,6 @@ class Queue:
             {
                 "ids": ids,
                 "tokens": [lease.token for lease, _ in completions],
-                "owners": [lease.owner for lease, _ in completions],
                 "results": results,
                 "now": now,
             },
@@ -528,7 +624,10 @@ class Queue:
         delay: float | None = None,
         now: datetime | None = None,
     ) -> Failure:
-        """Record a failed attempt: retry after a backoff while attempts remain, else dead."""
+        """Record a failed attempt: retry after a backoff while attempts remain, else dead.
+
+        The database applies the retry only while attempts remain (pgwork.fail), whatever the
+        caller asks; a non-retryable error goes dead at once."""
         retry_in = self.backoff.delay(lease.attempt) if delay is None else _check_seconds(delay, "delay")
         row = self._one(
             "fail",
@@ -536,8 +635,7 @@ class Queue:
                 "id": lease.job_id,
                 "token": lease.token,
                 "error": _error_text(error),
-                "retryable": retryable,
-                "delay": retry_in,
+                "retry_delay": retry_in if retryable else None,
                 "now": now,
             },
         )
@@ -582,14 +680,14 @@ class Queue:
         """Requeue dead or cancelled jobs now. Returns the ids requeued."""
         if max_attempts is not None:
             check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1")
-        rows = self._all("retry", {"ids": list(ids), "max_attempts": max_attempts, "now": now})
+        rows = self._all("retry", {"ids": check_ids(ids), "max_attempts": max_attempts, "now": now})
         return sorted(int(r["id"]) for r in rows)
 
     def cancel(self, ids: Sequence[int], *, now: datetime | None = None) -> CancelReport:
-        wanted = sorted(set(ids))
-        with self._conn() as conn, conn.transaction():
-            pending = {int(r["id"]) for r in self._all("cancel_pending", {"ids": wanted, "now": now}, conn)}
-            running = {int(r["id"]) for r in self._all("cancel_running", {"ids": wanted, "now": now}, conn)}
+        wanted = sorted(set(check_ids(ids)))
+        rows = self._all("cancel", {"ids": wanted, "now": now})
+        pending = {int(r["id"]) for r in rows if r["was"] == "pending"}
+        running = {int(r["id"]) for r in rows if r["was"] == "running"}
         rest = [i for i in wanted if i not in pending and i not in running]
         return CancelReport(sorted(pending), sorted(running), rest)
 
@@ -597,25 +695,22 @@ class Queue:
         self,
         older_than: timedelta,
         *,
-        statuses: Sequence[str] = ("succeeded", "cancelled", "dead"),
+        statuses: Sequence[str] = ("succeeded", "cancelled"),
         now: datetime | None = None,
         batch: int = 10_000,
     ) -> int:
         """Delete finished jobs completed before now - older_than, batch by batch."""
-        seconds = older_than.total_seconds()
+        seconds = check_age(older_than)
         if seconds < 0:
             raise InvalidArgument("older_than", "is negative", "give an age such as 30d")
         allowed = {"succeeded", "cancelled", "dead"}
         if not statuses or not set(statuses) <= allowed:
             raise InvalidArgument("statuses", f"must be among {sorted(allowed)}", "only history is pruned")
+        check_int(batch, "batch", 1, 1_000_000, "prune in batches of at most 1000000")
         total = 0
         while True:
-            with self._conn() as conn, conn.cursor() as cur:
-                cur.execute(
-                    sql_files.query("prune"),
-                    {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch},
-                )
-                deleted = cur.rowcount
+            row = self._one("prune", {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch})
+            deleted = int(row["deleted"]) if row else 0
             total += deleted
             if deleted < batch:
                 return total
@@ -645,6 +740,7 @@ class Queue:
         return self._all("retrying", {"now": now})
 
     def dead(self, *, limit: int = 100) -> list[Row]:
+        check_int(limit, "limit", 1, 1_000_000, "show at most 1000000 dead jobs at once")
         return self._all("dead", {"limit": limit})
 
     def running_by_owner(self, job_types: Iterable[str] | None = None) -> dict[str, int]:
@@ -652,10 +748,10 @@ class Queue:
         return {r["owner"]: int(r["jobs"]) for r in rows}
 
     def job(self, job_id: int) -> Row | None:
-        return self._one("get_job", {"id": job_id})
+        return self._one("get_job", {"id": check_id(job_id)})
 
     def result(self, key: str) -> Row | None:
-        return self._one("get_result", {"key": key})
+        return self._one("get_result", {"key": check_text(key, "key", "pass the job's idempotency key")})
 
     # -- wake-ups -------------------------------------------------------------------------
 
@@ -714,13 +810,7 @@ def check_idle_connection(conn: AnyConnection) -> None:
 
 def _result_json(result: Any) -> str:
     """A handler's result as JSON text, or InvalidArgument naming `result`."""
-    try:
-        text = json.dumps(result, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument("result", f"is not JSON-serialisable ({exc})", "return JSON types only") from None
-    if "\\u0000" in text:
-        raise InvalidArgument("result", "contains a NUL character", "PostgreSQL jsonb cannot hold \\u0000")
-    return text
+    return result_json(result)
 
 
 def _check_seconds(value: float, field: str) -> float:

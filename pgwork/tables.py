@@ -1,20 +1,58 @@
-"""Plain-text tables for the CLI. Pure: rows in, text out."""
+"""Plain-text tables for the CLI. Pure: rows in, text out.
+
+Job data (types, owners, keys, error texts) is written by whoever can enqueue or raise, and a
+terminal obeys the control characters in it: ESC starts sequences that recolour, retitle or
+rewrite the screen, CR and BEL overwrite and ring, bidi overrides (U+202E) reverse what is read.
+So every cell shows such characters escaped (`\\x1b`, `\\r`, `\\u202e`), never raw.
+"""
 
 from __future__ import annotations
 
+import math
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+
+# Unicode categories a terminal may act on or that change how text around them reads: controls
+# (C0, DEL, C1), format characters (bidi embeddings, overrides and isolates, zero-width joiners),
+# line/paragraph separators, and unassigned or surrogate code points.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def visible(text: str) -> str:
+    """`text` with every character a terminal could act on written as an escape. Newlines and
+    tabs become spaces (a cell is one line); everything printable is kept as it is."""
+    if text.isprintable() and text.isascii():
+        return text
+    out = []
+    for char in text:
+        if char in "\n\t":
+            out.append(" ")
+        elif unicodedata.category(char) in _UNSAFE_CATEGORIES:
+            out.append(_escape(char))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char == "\r":
+        return "\\r"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def cell(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.1f}"
+        return f"{value:.1f}" if math.isfinite(value) else str(value)
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S%z")
-    text = str(value).replace("\n", " ")
+    text = visible(str(value))
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -28,3 +66,15 @@ def render(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
     lines.append("  ".join("-" * w for w in widths))
     lines.extend("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells)
     return "\n".join(lines)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` made fit for strict JSON output: non-finite floats become strings (json.dumps would
+    write NaN or Infinity, which no JSON parser accepts); containers are copied, leaves kept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value

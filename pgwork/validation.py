@@ -1,10 +1,18 @@
-"""Checks on what producers hand to enqueue. Pure: values in, normalised row or InvalidArgument out."""
+"""Checks on what callers hand to the Queue. Pure: values in, normalised value or InvalidArgument out.
+
+Everything refused here would otherwise fail later and worse: in the database (a NUL, a lone
+surrogate, an interval out of range, a bigint overflow), in a worker that cannot decode the row
+it claimed (JSON nested too deep, an integer too long for Python), or silently (an Arabic-Indic
+digit read as a job id). The JSON checks walk values iteratively, so no input can exhaust the stack.
+"""
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pgwork.errors import InvalidArgument
@@ -12,7 +20,20 @@ from pgwork.keys import canonical_json, derive_key
 from pgwork.models import NewJob
 
 SMALLINT_MAX = 32767
+BIGINT_MAX = 2**63 - 1
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+# A result lives in one jsonb value next to the job; larger outputs belong in object storage.
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+# Objects and arrays inside one another. Python's own json module gives up near 1000 (and less on
+# a thread with a deep stack); 100 leaves room for every real document and decodes anywhere.
+MAX_JSON_DEPTH = 100
+# W3C traceparent is 55 characters and tracestate at most 512; baggage is small by contract.
+MAX_TRACE_CONTEXT_BYTES = 4096
+# Beyond a century a delay is a typo (milliseconds for seconds), and PostgreSQL's interval ends
+# not much further.
+MAX_DELAY_SECONDS = 100 * 365 * 86400.0
+# last_error is kept, not grown without bound: the newest text wins.
+MAX_ERROR_CHARS = 8000
 
 
 @dataclass(frozen=True)
@@ -27,22 +48,191 @@ class JobRow:
     trace_context: dict[str, str]
 
 
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL text cannot hold `text`, or None. Only a real U+0000 is a NUL: the six
+    characters backslash-u-0-0-0-0 are ordinary text."""
+    if "\x00" in text:
+        return "contains a NUL character (U+0000), which PostgreSQL text and jsonb cannot hold"
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = text[exc.start]
+        return (
+            f"contains {ascii(char)[1:-1]} at character {exc.start}, a lone surrogate that is not valid "
+            "Unicode (a non-UTF-8 byte read from a file or the command line?)"
+        )
+    return None
+
+
+def check_text(value: Any, field: str, fix: str, *, max_chars: int | None = None) -> str:
+    """A non-empty string PostgreSQL can store, at most `max_chars` long."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(field, f"must be a non-empty string, got {_short(value)}", fix)
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgument(field, f"is {len(value)} characters long", f"use at most {max_chars} characters")
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidArgument(field, problem, "remove or replace that character")
+    return value
+
+
 def check_job_type(job_type: Any, field: str = "job_type") -> str:
     if not isinstance(job_type, str) or not job_type.strip():
         raise InvalidArgument(field, "must be a non-empty string", "name the kind of work, e.g. 'ocr'")
-    if len(job_type) > 200:
-        raise InvalidArgument(field, f"is {len(job_type)} characters long", "use at most 200 characters")
-    if "\x00" in job_type:
-        raise InvalidArgument(field, "contains a NUL character", "remove it; PostgreSQL text cannot hold NUL")
-    return job_type
+    return check_text(job_type, field, "name the kind of work, e.g. 'ocr'", max_chars=200)
+
+
+def check_job_types(job_types: Iterable[str] | None, field: str = "job_types") -> list[str] | None:
+    """None (every type) or a non-empty list of job types. A bare string is refused: iterating it
+    would claim job types named after its letters."""
+    if job_types is None:
+        return None
+    if isinstance(job_types, str | bytes):
+        raise InvalidArgument(field, f"must be a list of job types, got the string {job_types!r}", "pass [name]")
+    types = [check_job_type(t, field) for t in job_types]
+    if not types:
+        raise InvalidArgument(field, "is empty", "pass None for every type, or name at least one")
+    return types
 
 
 def check_int(value: Any, field: str, low: int, high: int, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(field, f"must be a whole number, got {value!r}", fix)
+        raise InvalidArgument(field, f"must be a whole number, got {_short(value)}", fix)
     if not low <= value <= high:
         raise InvalidArgument(field, f"{value} is out of range {low}..{high}", fix)
     return value
+
+
+def check_id(value: Any, field: str = "id") -> int:
+    return check_int(value, field, 1, BIGINT_MAX, "job ids are positive whole numbers, as `pgwork enqueue` prints")
+
+
+def check_ids(ids: Any, field: str = "ids") -> list[int]:
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise InvalidArgument(field, f"must be a list of job ids, got {_short(ids)}", "pass e.g. [17, 18]")
+    return [check_id(i, field) for i in ids]
+
+
+def check_age(older_than: Any, field: str = "older_than") -> float:
+    """An age for pruning, in seconds: a timedelta, never a bare number whose unit is a guess."""
+    if not isinstance(older_than, timedelta):
+        fix = "e.g. timedelta(days=30); a bare number has no unit"
+        raise InvalidArgument(field, f"must be a timedelta, got {_short(older_than)}", fix)
+    seconds = older_than.total_seconds()
+    if seconds < 0:
+        raise InvalidArgument(field, "is negative", "give an age such as 30d")
+    return seconds
+
+
+def parse_id(text: str, field: str = "ID") -> int:
+    """A job id typed by a person: ASCII digits only. `str.isdigit` also accepts '²' (which int()
+    then refuses) and '٣' (which int() reads as 3): neither may name a job."""
+    stripped = text.strip()
+    if not (stripped.isascii() and stripped.isdigit()) or int(stripped) < 1 or int(stripped) > BIGINT_MAX:
+        fix = f"give a positive whole number in ASCII digits, at most {BIGINT_MAX}"
+        raise InvalidArgument(field, f"{_short(text)} is not a job id", fix)
+    return int(stripped)
+
+
+def parse_whole(text: str, field: str, fix: str) -> int:
+    """An integer typed by a person: an optional minus sign and ASCII digits, nothing else."""
+    stripped = text.strip()
+    digits = stripped[1:] if stripped.startswith("-") else stripped
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 18:
+        raise InvalidArgument(field, f"{_short(text)} is not a whole number", fix)
+    return int(stripped)
+
+
+def _json_problem(value: Any, max_depth: int) -> str | None:
+    """What in `value` JSON or PostgreSQL cannot hold, found without recursion, or None. The
+    first walk keeps no paths (most values are fine, and paths cost more than the checks); only
+    when it finds a problem does a second walk say where."""
+    if _walk(value, max_depth, paths=False) is None:
+        return None
+    return _walk(value, max_depth, paths=True)
+
+
+def _walk(value: Any, max_depth: int, *, paths: bool) -> str | None:
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, str):
+            problem = text_problem(node)
+            if problem is not None:
+                return f"{problem} at {path or 'the top'}"
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                return f"is not JSON-serialisable ({node!r} at {path or 'the top'}; JSON has no NaN or Infinity)"
+        elif isinstance(node, dict | list | tuple):
+            if depth >= max_depth:
+                return f"is nested more than {max_depth} levels deep (at {path[:60]}...)"
+            if isinstance(node, dict):
+                for key, item in node.items():
+                    if isinstance(key, str):
+                        problem = text_problem(key)
+                        if problem is not None:
+                            return f"has a key that {problem} at {path or 'the top'}"
+                    stack.append((item, depth + 1, f"{path}[{key!r}]"[:200] if paths else ""))
+            elif paths:
+                stack.extend((item, depth + 1, f"{path}[{i}]"[:200]) for i, item in enumerate(node))
+            else:
+                stack.extend((item, depth + 1, "") for item in node)
+    return None
+
+
+def check_json(value: Any, field: str, max_bytes: int, *, canonical: bool, size_fix: str, types_fix: str) -> str:
+    """`value` as JSON text that jsonb accepts and any pgwork reader can decode again."""
+    problem = _json_problem(value, MAX_JSON_DEPTH)
+    if problem is not None:
+        raise InvalidArgument(field, problem, f"flatten it; {types_fix}" if "nested" in problem else types_fix)
+    try:
+        text = canonical_json(value) if canonical else json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(field, f"is not JSON-serialisable ({str(exc)[:200]})", types_fix) from None
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidArgument(field, f"is {size} bytes, over the limit of {max_bytes}", size_fix)
+    return text
+
+
+def result_json(result: Any, max_bytes: int = MAX_RESULT_BYTES) -> str:
+    """A handler's result as JSON text the results table can store, or InvalidArgument naming `result`."""
+    return check_json(
+        result,
+        "result",
+        max_bytes,
+        canonical=False,
+        size_fix="store large outputs elsewhere and return a reference",
+        types_fix="return JSON types only",
+    )
+
+
+def result_problem(result: Any, max_bytes: int = MAX_RESULT_BYTES) -> str | None:
+    """None if `result` can be stored as a job's result, else why not (for last_error)."""
+    try:
+        result_json(result, max_bytes)
+    except InvalidArgument as exc:
+        return f"handler returned a result that cannot be stored: {exc}"
+    return None
+
+
+def check_trace_context(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidArgument("trace_context", "must map strings to strings", "use W3C traceparent headers")
+    for key, item in value.items():
+        problem = text_problem(key) or text_problem(item)
+        if problem is not None:
+            raise InvalidArgument("trace_context", f"{problem} (entry {key[:40]!r})", "use W3C traceparent headers")
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_TRACE_CONTEXT_BYTES:
+        raise InvalidArgument(
+            "trace_context",
+            f"is {size} bytes, over the limit of {MAX_TRACE_CONTEXT_BYTES}",
+            "carry only traceparent, tracestate and small baggage",
+        )
+    return dict(value)
 
 
 def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> JobRow:
@@ -51,38 +241,50 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
         raise InvalidArgument(
             "payload", f"must be a JSON object, got {type(job.payload).__name__}", "wrap the value: {'value': ...}"
         )
-    try:
-        payload_json = canonical_json(job.payload)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument("payload", f"is not JSON-serialisable ({exc})", "pass only JSON types") from None
-    if "\\u0000" in payload_json:
-        raise InvalidArgument("payload", "contains a NUL character", "PostgreSQL jsonb cannot hold \\u0000")
-    size = len(payload_json.encode("utf-8"))
-    if size > max_payload_bytes:
-        raise InvalidArgument(
-            "payload",
-            f"is {size} bytes, over the limit of {max_payload_bytes}",
-            "store large documents elsewhere and pass a reference, or raise max_payload_bytes",
-        )
+    payload_json = check_json(
+        job.payload,
+        "payload",
+        max_payload_bytes,
+        canonical=True,
+        size_fix="store large documents elsewhere and pass a reference, or raise max_payload_bytes",
+        types_fix="pass only JSON types",
+    )
     priority = check_int(job.priority, "priority", 0, SMALLINT_MAX, "lower runs first; use 0..32767")
     max_attempts = check_int(job.max_attempts, "max_attempts", 1, SMALLINT_MAX, "use at least 1")
     if job.delay is not None and job.available_at is not None:
         raise InvalidArgument("delay", "was given together with available_at", "give one of them")
     delay = 0.0 if job.delay is None else job.delay
     if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
-        raise InvalidArgument("delay", f"must be a finite number of seconds >= 0, got {job.delay!r}", "e.g. 30")
-    if job.available_at is not None and job.available_at.tzinfo is None:
-        raise InvalidArgument("available_at", "has no time zone", "pass an aware datetime, e.g. in UTC")
+        raise InvalidArgument("delay", f"must be a finite number of seconds >= 0, got {_short(job.delay)}", "e.g. 30")
+    if delay > MAX_DELAY_SECONDS:
+        raise InvalidArgument("delay", f"{delay:g} seconds is more than a century", "give seconds, e.g. 3600 for 1h")
+    if job.available_at is not None:
+        if not isinstance(job.available_at, datetime):
+            raise InvalidArgument("available_at", f"must be a datetime, got {_short(job.available_at)}", "or use delay")
+        if job.available_at.tzinfo is None:
+            raise InvalidArgument("available_at", "has no time zone", "pass an aware datetime, e.g. in UTC")
     if job.key is None:
         key = derive_key(job_type, job.payload)
     else:
-        if not isinstance(job.key, str) or not job.key or len(job.key) > 500 or "\x00" in job.key:
+        if not isinstance(job.key, str) or not job.key or len(job.key) > 500:
             raise InvalidArgument("key", "must be 1..500 characters without NUL", "derive it from the work")
-        key = job.key
-    if not isinstance(job.trace_context, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in job.trace_context.items()
-    ):
-        raise InvalidArgument("trace_context", "must map strings to strings", "use W3C traceparent headers")
-    return JobRow(
-        job_type, payload_json, priority, max_attempts, job.available_at, float(delay), key, dict(job.trace_context)
-    )
+        key = check_text(job.key, "key", "derive it from the work", max_chars=500)
+    trace_context = check_trace_context(job.trace_context)
+    return JobRow(job_type, payload_json, priority, max_attempts, job.available_at, float(delay), key, trace_context)
+
+
+def error_text(error: Any, limit: int = MAX_ERROR_CHARS) -> str:
+    """Any error text made storable in last_error: never refused by PostgreSQL, whatever a handler's
+    exception says. A NUL is shown as \\x00 and a lone surrogate as \\udcXX; then cut to `limit`."""
+    text = error if isinstance(error, str) else str(error)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+    return text if len(text) <= limit else text[: limit - 15] + " …[truncated]"
+
+
+def _short(value: Any) -> str:
+    """A value for an error message: its repr, ASCII-only and cut short (it may be huge or hostile)."""
+    try:
+        text = ascii(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."

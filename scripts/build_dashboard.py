@@ -113,6 +113,20 @@ def panels() -> list[Panel]:
                 ],
                 "Oldest heartbeat among running jobs. Above three intervals, PgworkHeartbeatStale fires.",
             ),
+            timeseries(
+                "Worker heartbeat age",
+                "s",
+                [
+                    (f"pgwork_worker_heartbeat_age_seconds{{{QUEUE}}}", "{{pod}}"),
+                    (
+                        f"3 * max by (namespace, jobqueue) (pgwork_worker_heartbeat_interval_seconds{{{QUEUE}}})",
+                        "alert threshold (3x interval)",
+                    ),
+                ],
+                "Each worker's own view: seconds since its least recently renewed lease was claimed or renewed. "
+                "Above three intervals, PgworkWorkerHeartbeatStale fires (so does a worker that stops answering "
+                "scrapes while it holds jobs: its line then ends).",
+            ),
         ],
         [
             timeseries(
@@ -179,8 +193,9 @@ def _query_variable(name: str, label: str, query: str) -> dict[str, Any]:
         "label": label,
         "type": "query",
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        # Grafana's own exports add "definition" (the query as text, for its editor); the dashboard
+        # schema (@grafana/schema VariableModel) has no such field and Grafana reads `query`.
         "query": {"query": query, "refId": name},
-        "definition": query,
         "refresh": 2,
         "includeAll": True,
         "multi": True,
@@ -212,7 +227,8 @@ def dashboard() -> dict[str, Any]:
                     "label": "Data source",
                     "type": "datasource",
                     "query": "prometheus",
-                    "current": {},
+                    # No `current`: Grafana selects the default Prometheus data source (an empty
+                    # `current` is not a VariableOption, which needs text and value).
                 },
                 _query_variable("namespace", "Namespace", "label_values(pgwork_queue_ready_jobs, namespace)"),
                 _query_variable(

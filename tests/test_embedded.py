@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pgwork import embedded
+from pgwork import embedded, sql_files
 from pgwork.dsn import with_dbname
 from pgwork.models import Completion
 from pgwork.queue import Queue, migrate
@@ -19,7 +19,7 @@ def test_embedded_server_runs_the_queue() -> None:
     server = embedded.start(Path(tempfile.mkdtemp(prefix="pgwork-emb-")) / "data", delete_on_exit=True)
     try:
         dsn = with_dbname(embedded.admin_dsn(server), "postgres")
-        assert migrate(dsn) == [1]
+        assert migrate(dsn) == [m.version for m in sql_files.migrations()]
         with Queue(dsn) as q:
             q.enqueue("ocr", {"doc": 1}, key="k")
             [job] = q.claim("w")

@@ -17,7 +17,7 @@ from pgwork.dsn import resolve_dsn
 from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
 from pgwork.queue import Queue
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
-from pgwork.worker.registry import REGISTRY
+from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.runtime import Worker
 
 log = logging.getLogger("pgwork.worker")
@@ -84,8 +84,10 @@ def options_from_args(args: argparse.Namespace) -> WorkerOptions:
         raise WorkerUsageError(str(exc)) from None
 
 
-def import_app(module: str) -> None:
-    """Import the handler module; its @pgwork.handler decorators fill the registry."""
+def import_app(module: str) -> Registry:
+    """Import the handler module and return the handlers it registered (its @pgwork.handler
+    decorators fill the global registry; whatever else filled it is not this worker's business)."""
+    before = REGISTRY.snapshot()
     # `pgwork worker` run from a project directory should find the project's modules.
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -97,6 +99,7 @@ def import_app(module: str) -> None:
         raise WorkerUsageError(f"--app: importing {module!r} failed: {exc}") from None
     except Exception as exc:
         raise WorkerUsageError(f"--app: importing {module!r} failed: {type(exc).__name__}: {exc}") from None
+    return REGISTRY.registered_by(module, before)
 
 
 def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue | None:
@@ -133,7 +136,7 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
 
 def cmd_worker(args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    import_app(options.app)
+    registry = import_app(options.app)
     provider = tracing.configure_from_env()
     stopping = [False]
     worker: Worker | None = None
@@ -149,7 +152,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if queue is None:
         return 0
     try:
-        worker = Worker(queue, options, REGISTRY, tracer_provider=provider, prepare=options.listen)
+        worker = Worker(queue, options, registry, tracer_provider=provider, prepare=options.listen)
         try:
             worker.start_metrics()
         except OSError as exc:

@@ -6,12 +6,17 @@ its own CollectorRegistry so several in one process (tests) never collide.
 
 from __future__ import annotations
 
+import socket
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from pgwork.worker.holdings import HeldState, Holdings
 
 # Claims take about a millisecond; start fine enough to see that.
 CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -53,12 +58,31 @@ class WorkerMetrics:
         self.heartbeat_interval = Gauge(
             "pgwork_worker_heartbeat_interval_seconds", "Configured heartbeat interval.", registry=r
         )
+        self.heartbeat_age = Gauge(
+            "pgwork_worker_heartbeat_age_seconds",
+            "Seconds since the least recently renewed lease this worker holds was claimed or renewed "
+            "(0 while it holds none).",
+            registry=r,
+        )
         self.lease_lost = Counter(
             "pgwork_lease_lost_total",
             "Jobs whose lease this worker lost (renewal or finish matched no row).",
             ["job_type"],
             registry=r,
         )
+
+    def watch(self, holdings: Holdings, job_types: Iterable[str]) -> None:
+        """Called once at worker start: the series every dashboard and alert reads exist from the
+        first scrape, at zero, for every job type this worker takes; the heartbeat age is read from
+        the holdings at each scrape. Until the first heartbeat round, the last-heartbeat timestamp
+        is the start time: no renewal is owed before one interval has passed."""
+        for job_type in job_types:
+            self.lease_lost.labels(job_type)
+            for outcome in OUTCOMES:
+                self.jobs_finished.labels(job_type, outcome)
+                self.job_duration.labels(job_type, outcome)
+        self.last_heartbeat.set(time.time())
+        self.heartbeat_age.set_function(lambda: heartbeat_age(holdings, time.monotonic()))
 
     def finished(self, job_type: str, outcome: str, seconds: float) -> None:
         self.jobs_finished.labels(job_type, outcome).inc()
@@ -68,6 +92,32 @@ class WorkerMetrics:
 
     def heartbeat_ok(self) -> None:
         self.last_heartbeat.set(time.time())
+
+
+def heartbeat_age(holdings: Holdings, now: float) -> float:
+    """Seconds since the oldest renewal among the leases the heartbeat renews (a claim counts as
+    the first renewal). Jobs finishing, and jobs whose lease is already lost, are left out, as the
+    heartbeat leaves them out: nothing is owed for them."""
+    renewed = [
+        h.lease_deadline - h.lease_seconds
+        for h in holdings.snapshot()
+        if h.state in (HeldState.WAITING, HeldState.RUNNING) and not h.job.lease_lost
+    ]
+    return max(0.0, now - min(renewed)) if renewed else 0.0
+
+
+# A scraper that gave up (timeout, a stopped-then-resumed worker) closes its end: writing the
+# reply then fails. Nothing is wrong with the worker; say nothing.
+GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], GONE):
+            return
+        super().handle_error(request, client_address)
 
 
 class MetricsServer:
@@ -98,17 +148,19 @@ class MetricsServer:
                     self._reply(404, b"try /metrics, /healthz or /readyz\n")
 
             def _reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except GONE:
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: object) -> None:
                 pass  # scrapes every few seconds would drown the log
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), Handler)
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, name="pgwork-metrics", daemon=True)
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pgwork.durations import parse_duration
+from pgwork.validation import text_problem
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 MAX_CONCURRENCY = 1000
@@ -54,12 +55,19 @@ def _duration(text: str, option: str) -> float:
 
 def _int(text: str, option: str, low: int, high: int) -> int:
     stripped = text.strip()
-    if not re.fullmatch(r"\d+", stripped):
+    # [0-9], not \d: \d also matches '٣', which int() reads as 3.
+    if not re.fullmatch(r"[0-9]+", stripped):
         raise OptionError(option, f"{text!r} is not a whole number", f"use {low}..{high}")
     value = int(stripped)
     if not low <= value <= high:
         raise OptionError(option, f"{value} is out of range", f"use {low}..{high}")
     return value
+
+
+def _text(value: str, option: str) -> None:
+    problem = text_problem(value)
+    if problem is not None:
+        raise OptionError(option, problem, "remove or replace that character")
 
 
 def parse_options(
@@ -80,13 +88,14 @@ def parse_options(
     connect_patience: str = "60s",
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
-    if not app or not _MODULE.match(app):
+    if not app or not _MODULE.fullmatch(app):
         raise OptionError("--app", f"{app!r} is not an importable module name", "e.g. --app myproject.jobs")
     owner = worker_id if worker_id else environ.get("HOSTNAME", "")
     if not owner:
         raise OptionError("--id", "is empty and HOSTNAME is not set", "pass --id NAME; in Kubernetes, the pod name")
     if len(owner) > 200:
         raise OptionError("--id", f"is {len(owner)} characters long", "use at most 200 characters")
+    _text(owner, "--id")
     types: tuple[str, ...] | None = None
     if job_types is not None:
         parts = tuple(t.strip() for t in job_types.split(","))
@@ -94,6 +103,8 @@ def parse_options(
             raise OptionError("--job-types", f"{job_types!r} has an empty name", "list types as a,b,c")
         if any(len(t) > 200 for t in parts):
             raise OptionError("--job-types", "a type is longer than 200 characters", "use shorter type names")
+        for part in parts:
+            _text(part, "--job-types")
         types = tuple(dict.fromkeys(parts))
     n_concurrency = _int(concurrency, "--concurrency", 1, MAX_CONCURRENCY)
     n_batch = _int(batch, "--batch", 1, MAX_BATCH)

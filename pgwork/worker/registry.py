@@ -100,6 +100,22 @@ class Registry:
     def job_types(self) -> list[str]:
         return sorted(self._handlers)
 
+    def snapshot(self) -> dict[str, HandlerFunc]:
+        return dict(self._handlers)
+
+    def registered_by(self, module: str, before: dict[str, HandlerFunc]) -> Registry:
+        """The handlers `module` brought: those registered since `before` was taken (while it was
+        imported, with whatever it imports), plus those defined in `module` or its submodules (it
+        may have been imported earlier). Nothing else: a worker must never take the job types of
+        a module it was not asked to run (pgwork's own lab and chaos apps among them)."""
+        chosen = Registry()
+        for job_type, func in self._handlers.items():
+            defined_in = getattr(func, "__module__", None) or ""
+            new = before.get(job_type) is not func
+            if new or defined_in == module or defined_in.startswith(module + "."):
+                chosen.register(job_type, func)
+        return chosen
+
     def clear(self) -> None:
         self._handlers.clear()
 

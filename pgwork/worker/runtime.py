@@ -18,7 +18,6 @@ lease and the reaper returns them once it lapses.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -30,9 +29,12 @@ import psycopg
 from opentelemetry import trace
 
 from pgwork import tracing
+from pgwork.decoding import undecodable_reason
+from pgwork.dsn import redact
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob, Completion, FailOutcome
 from pgwork.queue import Queue
+from pgwork.validation import result_problem
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
@@ -56,10 +58,11 @@ JOIN_SECONDS = 1.0
 
 
 def describe_error(exc: BaseException, limit: int = 4000) -> str:
-    """What goes into last_error: the exception line first, then the end of the traceback."""
+    """What goes into last_error: the exception line first, then the end of the traceback, with
+    any connection-string password redacted (a handler's exception may quote its own DSN)."""
     head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6)).strip()
-    text = f"{head}\n{tail}"
+    text = redact(f"{head}\n{tail}")
     return text if len(text) <= limit else text[: limit - 15] + " …[truncated]"
 
 
@@ -69,18 +72,36 @@ def error_type(exc: BaseException) -> str:
 
 
 def check_result(value: Any) -> str | None:
-    """None if `value` can be stored as the job's JSON result, else why not."""
-    try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        return f"handler returned a result that is not JSON ({type(value).__name__}: {exc}); return JSON types only"
-    if "\\u0000" in text:
-        return "handler returned a result containing a NUL character, which PostgreSQL jsonb cannot hold"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"handler returned a result that is not valid Unicode ({exc.reason} at {exc.start}); fix the string"
-    return None
+    """None if `value` can be stored as the job's JSON result, else why not (for last_error):
+    not JSON, NaN or Infinity, a NUL or a lone surrogate, nested too deep, too large."""
+    return result_problem(value)
+
+
+def payload_problem(claimed: ClaimedJob) -> str | None:
+    """Why a claimed job's payload cannot be handed to a handler, or None. Such a row was written
+    by plain SQL (pgwork refuses these values at enqueue); it will never decode, so the job goes
+    dead at once instead of being retried."""
+    reason = undecodable_reason(claimed.payload)
+    if reason is None and not isinstance(claimed.payload, dict):
+        reason = f"a JSON {type(claimed.payload).__name__}, not an object"
+    if reason is None:
+        return None
+    return (
+        f"pgwork.UndecodablePayload: the payload of job {claimed.id} cannot be read: {reason}. "
+        "It was not written by pgwork's enqueue (which refuses such values); fix the row's payload "
+        "and run `pgwork retry ID`, or enqueue the work again"
+    )
+
+
+def usable_trace_context(claimed: ClaimedJob) -> dict[str, str]:
+    """The claimed trace context if it is a map of strings, else none: tracing is advisory, so a
+    row with an unreadable context still runs, just without its producer's trace."""
+    value = claimed.trace_context
+    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return dict(value)
+    why = undecodable_reason(value) or f"a JSON {type(value).__name__}, not a map of strings"
+    log.warning("job %s: ignoring its trace_context (%s)", claimed.id, why)
+    return {}
 
 
 class Worker:
@@ -114,6 +135,7 @@ class Worker:
         self.metrics.heartbeat_interval.set(options.heartbeat)
         self._tracer = trace.get_tracer("pgwork.worker", tracer_provider=tracer_provider)
         self.holdings = Holdings()
+        self.metrics.watch(self.holdings, types)
         self._wake = threading.Event()
         self._stop = threading.Event()  # first request: stop claiming, drain
         self._force = threading.Event()  # second request: release at once
@@ -265,11 +287,11 @@ class Worker:
         job = Job(
             id=claimed.id,
             job_type=claimed.job_type,
-            payload=claimed.payload,
+            payload=claimed.payload if isinstance(claimed.payload, dict) else {},
             attempt=claimed.attempt,
             max_attempts=claimed.max_attempts,
             idempotency_key=claimed.idempotency_key,
-            trace_context=dict(claimed.trace_context),
+            trace_context=usable_trace_context(claimed),
         )
         self.holdings.add(Held(claimed, job, self.options.lease))
         self.metrics.in_flight.set(len(self.holdings))
@@ -298,24 +320,37 @@ class Worker:
                 held.claimed.max_attempts,
                 self.options.worker_id,
             )
-            with tracing.consumer_span(
-                self._tracer, held.claimed.trace_context, attributes, held.claimed.job_type
-            ) as span:
+            with tracing.consumer_span(self._tracer, held.job.trace_context, attributes, held.claimed.job_type) as span:
                 outcome = self._execute(held, span)
                 span.set_attribute(tracing.JOB_OUTCOME, outcome)
             if outcome != "released":  # the releaser counted it
                 self.metrics.finished(held.claimed.job_type, outcome, time.monotonic() - held.claimed_at)
-        except BaseException:  # a bug here must not take the process down; the reaper is the backstop
-            log.exception("job %s: runner failed", held.claimed.id)
+        except BaseException as exc:  # a bug here must not take the process down
+            log.error("job %s: runner failed: %s", held.claimed.id, redact(describe_error(exc)))
+            self._fail_after_runner_error(held, exc)
         finally:
             self.holdings.remove(held.claimed.id)
             self.metrics.in_flight.set(len(self.holdings))
             self._wake.set()
 
+    def _fail_after_runner_error(self, held: Held, exc: BaseException) -> None:
+        """Record a worker bug as a failed attempt (fenced: a job already finished is untouched),
+        so the row does not stay `running` until its lease lapses. The reaper is the backstop."""
+        if not held.transition({HeldState.RUNNING, HeldState.FINISHING}, HeldState.RELEASED):
+            return
+        text = f"pgwork worker error while finishing the job: {describe_error(exc)}"
+        try:
+            self._finish(held, "record the failure", lambda: self.queue.fail(held.lease, text))
+        except Exception as inner:
+            log.error("job %s: could not record the failure (%s); the reaper will return it", held.claimed.id, inner)
+
     def _execute(self, held: Held, span: trace.Span) -> str:
         job = held.job
         value: Any = None
         failure: BaseException | None = None
+        unreadable = payload_problem(held.claimed)
+        if unreadable is not None:
+            return self._refuse_undecodable(held, span, unreadable)
         if not job.should_stop:
             handler = self.registry.get(job.job_type)
             assert handler is not None  # only registered types are claimed
@@ -337,10 +372,11 @@ class Worker:
         if failure is not None:
             retryable = not isinstance(failure, PermanentError)
             # Both read str(failure), which a handler's own exception class may break.
-            with contextlib.suppress(Exception):
-                span.record_exception(failure)
-            tracing.mark_error(span, error_type(failure), safe_str(failure))
             text = describe_error(failure)
+            message = redact(safe_str(failure))
+            with contextlib.suppress(Exception):
+                span.record_exception(failure, {"exception.message": message, "exception.stacktrace": text})
+            tracing.mark_error(span, error_type(failure), message)
             result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, text, retryable=retryable))
             if result is None or result.outcome is FailOutcome.LEASE_LOST:
                 return self._lost(held, span)
@@ -374,6 +410,17 @@ class Worker:
         if completion is None or completion is Completion.LEASE_LOST:
             return self._lost(held, span)
         return "succeeded" if completion is Completion.CREATED else "duplicate"
+
+    def _refuse_undecodable(self, held: Held, span: trace.Span, problem: str) -> str:
+        if not held.transition({HeldState.RUNNING}, HeldState.FINISHING):
+            return "released"
+        tracing.mark_error(span, "undecodable_payload", problem)
+        lease = held.lease
+        result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, problem, retryable=False))
+        if result is None or result.outcome is FailOutcome.LEASE_LOST:
+            return self._lost(held, span)
+        log.error("job %s (%s): %s -> dead", held.claimed.id, held.claimed.job_type, problem)
+        return "dead"
 
     def _lost(self, held: Held, span: trace.Span) -> str:
         tracing.mark_error(span, "lease_lost", "the lease was lost; the effect was not written")
@@ -459,5 +506,5 @@ def safe_str(exc: BaseException) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = safe_str(exc).strip()
+    text = redact(safe_str(exc)).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import multiprocessing
+import uuid
+from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
 from pgtestkit import Databases
+from psycopg import sql
 
+from pgwork import sql_files
 from pgwork.errors import EncodingRefused, NotMigrated, SchemaTooNew
-from pgwork.queue import Queue, migrate
+from pgwork.models import Completion, Lease, LeaseState
+from pgwork.queue import Queue, grant, migrate
 from pgwork.sql_files import latest_version
 
 
@@ -71,3 +77,179 @@ def test_newer_schema_is_refused(dsn: str) -> None:
 def test_running_row_without_lease_is_impossible(dsn: str) -> None:
     with psycopg.connect(dsn) as conn, pytest.raises(psycopg.errors.CheckViolation):
         conn.execute("INSERT INTO pgwork.jobs (job_type, status, idempotency_key) VALUES ('x', 'running', 'k')")
+
+
+# -- carrying a version-1 database forward -----------------------------------------------------
+
+# Version 1's `pgwork grant` (pgwork/sql/grants.sql before migration 0002), as deployments ran it.
+V1_GRANTS = {
+    "reader": """GRANT USAGE ON SCHEMA pgwork TO {role};
+                 GRANT SELECT ON ALL TABLES IN SCHEMA pgwork TO {role};
+                 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgwork TO {role};""",
+    "worker": """GRANT INSERT ON pgwork.jobs TO {role};
+                 GRANT UPDATE (status, started_at, completed_at, available_at, attempt_count, lease_owner,
+                               lease_token, lease_expires_at, heartbeat_at, cancel_requested_at, last_error)
+                       ON pgwork.jobs TO {role};
+                 GRANT INSERT ON pgwork.job_results TO {role};""",
+    "maintainer": """GRANT DELETE ON pgwork.jobs TO {role};
+                     GRANT UPDATE (max_attempts) ON pgwork.jobs TO {role};""",
+}
+V1_PROFILES = ("reader", "worker", "maintainer")
+
+
+def _at_version_1(dsn: str) -> None:
+    first = sql_files.migrations()[0]
+    assert first.version == 1
+    with psycopg.connect(dsn) as conn:
+        conn.execute(sql_files.query("migrate_bootstrap"))
+        conn.execute(first.sql)
+        conn.execute(sql_files.query("migrate_record"), {"version": 1, "name": first.name})
+
+
+def _v1_role(dsn: str, profile: str) -> str:
+    role = f"pgwork_v1_{profile}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        for block in V1_PROFILES[: V1_PROFILES.index(profile) + 1]:
+            conn.execute(sql.SQL(V1_GRANTS[block]).format(role=sql.Identifier(role)))  # type: ignore[arg-type]
+    return role
+
+
+def _drop_roles(dsn: str, roles: list[str]) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for role in roles:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+# One job in every state version 1 could leave behind, written as version 1's SQL did.
+V1_JOBS = """
+INSERT INTO pgwork.jobs (job_type, payload, status, attempt_count, max_attempts, available_at, started_at,
+                         completed_at, lease_owner, lease_token, lease_expires_at, heartbeat_at,
+                         cancel_requested_at, last_error, idempotency_key)
+VALUES ('t', '{"s": "ready"}', 'pending', 0, 5, now() - interval '1 min', NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL, NULL, 'ready'),
+       ('t', '{"s": "scheduled"}', 'pending', 0, 5, now() + interval '1 day', NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL, NULL, 'scheduled'),
+       ('t', '{"s": "retrying"}', 'pending', 2, 5, now() - interval '1 s', NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL, 'boom', 'retrying'),
+       ('t', '{"s": "running"}', 'running', 1, 5, now(), now(), NULL, 'old-pod',
+        '11111111-1111-1111-1111-111111111111', now() + interval '1 hour', now(), NULL, NULL, 'running'),
+       ('t', '{"s": "stopping"}', 'running', 1, 5, now(), now(), NULL, 'old-pod',
+        '22222222-2222-2222-2222-222222222222', now() + interval '1 hour', now(), now(), NULL, 'stopping'),
+       ('t', '{"s": "lapsed"}', 'running', 1, 5, now(), now(), NULL, 'gone-pod',
+        '33333333-3333-3333-3333-333333333333', now() - interval '1 min', now(), NULL, NULL, 'lapsed'),
+       ('t', '{"s": "succeeded"}', 'succeeded', 1, 5, now(), now(), now(), 'old-pod', NULL, NULL, now(), NULL, NULL,
+        'succeeded'),
+       ('t', '{"s": "dead"}', 'dead', 5, 5, now(), now(), now(), 'old-pod', NULL, NULL, now(), NULL, 'gave up',
+        'dead'),
+       ('t', '{"s": "cancelled"}', 'cancelled', 0, 5, now(), NULL, now(), NULL, NULL, NULL, NULL, NULL, NULL,
+        'cancelled');
+INSERT INTO pgwork.job_results (idempotency_key, job_id, job_type, produced_by, result)
+SELECT idempotency_key, id, job_type, 'old-pod', '{"ok": true}' FROM pgwork.jobs WHERE status = 'succeeded';
+"""
+
+
+def _snapshot(dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    with psycopg.connect(dsn) as conn:
+        jobs = conn.execute("SELECT * FROM pgwork.jobs ORDER BY id").fetchall()
+        results = conn.execute("SELECT * FROM pgwork.job_results ORDER BY idempotency_key").fetchall()
+    return jobs, results
+
+
+def _by_key(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        return {k: i for k, i in conn.execute("SELECT idempotency_key, id FROM pgwork.jobs").fetchall()}
+
+
+def test_version_1_database_with_jobs_in_every_state_migrates_intact_and_workable(empty_dsn: str) -> None:
+    _at_version_1(empty_dsn)
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute(V1_JOBS)
+    before = _snapshot(empty_dsn)
+    ids = _by_key(empty_dsn)
+    assert migrate(empty_dsn) == list(range(2, latest_version() + 1))
+    assert _snapshot(empty_dsn) == before  # every row, every column
+
+    with Queue(empty_dsn) as q:
+        # The lease a version-1 worker held still fences, and still finishes its job.
+        held = Lease(ids["running"], uuid.UUID("11111111-1111-1111-1111-111111111111"), "old-pod", 1)
+        assert q.heartbeat(held) is LeaseState.HELD
+        assert q.heartbeat(Lease(ids["running"], uuid.uuid4(), "old-pod", 1)) is LeaseState.LOST
+        assert q.succeed(held, {"done": "after the upgrade"}) is Completion.CREATED
+        stopping = Lease(ids["stopping"], uuid.UUID("22222222-2222-2222-2222-222222222222"), "old-pod", 1)
+        assert q.heartbeat(stopping) is LeaseState.CANCEL_REQUESTED
+        assert q.acknowledge_cancel(stopping) is True
+        # The lapsed lease is reaped, attempts intact; ready and retrying jobs are claimed.
+        [reaped] = q.reap()
+        assert (reaped.id, reaped.attempt_count, reaped.status) == (ids["lapsed"], 1, "pending")
+        claimed = {j.id: j for j in q.claim("new-pod", limit=10)}
+        assert set(claimed) == {ids["ready"], ids["retrying"], ids["lapsed"]}
+        assert claimed[ids["retrying"]].attempt == 3 and claimed[ids["lapsed"]].attempt == 2
+        assert all(q.succeed(j.lease, {"n": j.id}) is Completion.CREATED for j in claimed.values())
+        assert q.retry([ids["dead"]]) == [ids["dead"]]
+        assert q.result("succeeded") is not None  # the version-1 result survives
+        counts = {s.job_type: s for s in q.stats()}
+        assert (counts["t"].ready, counts["t"].scheduled, counts["t"].running) == (1, 1, 0)
+
+
+def test_version_1_roles_keep_working_without_their_direct_writes(empty_dsn: str) -> None:
+    _at_version_1(empty_dsn)
+    roles = {p: _v1_role(empty_dsn, p) for p in V1_PROFILES}
+    try:
+        with psycopg.connect(empty_dsn) as conn:
+            conn.execute(V1_JOBS)
+        migrate(empty_dsn)
+        as_role = {p: psycopg.conninfo.make_conninfo(empty_dsn, user=r) for p, r in roles.items()}
+        # A version-1 worker also ran the reaper: it keeps both, and loses its direct writes.
+        with Queue(as_role["worker"]) as q:
+            [job] = q.claim("w")
+            assert q.succeed(job.lease, {"ok": 1}) is Completion.CREATED
+            assert [r.job_type for r in q.reap()] == ["t"]
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                q.retry([1])
+        with Queue(as_role["maintainer"]) as q:
+            assert q.claim("m") and q.prune(timedelta(days=1)) == 0
+        with Queue(as_role["reader"]) as q:
+            assert q.stats()
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                q.claim("r")
+        for profile, url in as_role.items():
+            with psycopg.connect(url, autocommit=True) as conn:
+                for statement in (
+                    "SELECT payload FROM pgwork.jobs",
+                    "SELECT result FROM pgwork.job_results",
+                    "UPDATE pgwork.jobs SET lease_owner = 'evil'",
+                    "INSERT INTO pgwork.job_results (idempotency_key, job_id, job_type, produced_by, result) "
+                    "VALUES ('x', 1, 't', 'evil', '{}')",
+                ):
+                    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                        conn.execute(statement)  # type: ignore[arg-type]
+            assert profile
+    finally:
+        _drop_roles(empty_dsn, list(roles.values()))
+
+
+def test_migrate_as_a_worker_is_a_no_op_when_current_and_one_line_when_behind(empty_dsn: str, dsn: str) -> None:
+    role = f"pgwork_w_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    _at_version_1(empty_dsn)
+    try:
+        grant(dsn, role, "worker")
+        # A worker pod's migrate init container: current schema, no DDL rights, success.
+        assert migrate(psycopg.conninfo.make_conninfo(dsn, user=role)) == []
+        # Behind (a version-1 worker role): refused in one line naming the fix, nothing changed.
+        with psycopg.connect(empty_dsn) as conn:
+            conn.execute(sql.SQL(V1_GRANTS["reader"] + V1_GRANTS["worker"]).format(role=sql.Identifier(role)))
+        with pytest.raises(NotMigrated) as info:
+            migrate(psycopg.conninfo.make_conninfo(empty_dsn, user=role))
+        message = str(info.value)
+        assert "version 1 of" in message and "cannot change the schema" in message
+        assert "run `pgwork migrate` as the role that owns schema pgwork" in message and "\n" not in message
+        with psycopg.connect(empty_dsn) as conn:
+            assert conn.execute("SELECT max(version) FROM pgwork.schema_version").fetchone() == (1,)
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        _drop_roles(dsn, [role])

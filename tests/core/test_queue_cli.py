@@ -11,6 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgwork.sql_files import latest_version
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,7 +40,7 @@ def _jobs(dsn: str) -> int:
 
 
 def test_migrate_enqueue_and_ask(empty_dsn: str) -> None:
-    assert "applied migrations [1]" in pgwork("migrate", dsn=empty_dsn).stdout
+    assert f"applied migrations {list(range(1, latest_version() + 1))}" in pgwork("migrate", dsn=empty_dsn).stdout
     assert "already up to date" in pgwork("--dsn", empty_dsn, "migrate").stdout
     out = pgwork("enqueue", "ocr", "--payload", '{"doc": "a.pdf"}', "--key", "a.pdf", "--priority", "5", dsn=empty_dsn)
     assert out.returncode == 0, out.stderr
@@ -120,3 +122,92 @@ def test_unmigrated_database(empty_dsn: str) -> None:
     assert out.returncode == 2
     assert "has no pgwork schema; run `pgwork migrate` first" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+# -- terminal output of job data ----------------------------------------------------------
+
+HOSTILE = "ocr\x1b]0;owned\x07\x1b[2J\rfake\x7f\x9b\u202etxt.exe\u2066"
+
+
+def _raw_controls(text: str) -> list[str]:
+    import unicodedata
+
+    return [c for c in text if c not in "\n" and unicodedata.category(c) in ("Cc", "Cf")]
+
+
+def test_tables_escape_control_characters_from_job_data(dsn: str) -> None:
+    from pgwork.queue import Queue
+
+    with Queue(dsn, pool_size=1) as q:
+        dead = q.enqueue(HOSTILE, {"n": 1}, max_attempts=1)
+        retrying = q.enqueue(HOSTILE, {"n": 2}, max_attempts=3)
+        running = q.enqueue(HOSTILE, {"n": 3})
+        for job_id in (dead, retrying):
+            (claimed,) = q.claim("w", job_types=[HOSTILE])
+            assert claimed.id == job_id
+            q.fail(claimed.lease, "boom\x1b[31m red\r\x07" + HOSTILE)
+        q.claim("owner\x1b[5m\u202e", job_types=[HOSTILE])
+    for command in ("stats", "running", "retrying", "dead"):
+        out = pgwork(command, dsn=dsn)
+        assert out.returncode == 0, out.stderr
+        assert _raw_controls(out.stdout) == [], (command, out.stdout)
+        assert "\\x1b" in out.stdout and "\\u202e" in out.stdout, (command, out.stdout)
+        rows = json.loads(pgwork(command, "--json", dsn=dsn).stdout)
+        assert rows and all(r["job_type"] == HOSTILE for r in rows)  # the JSON keeps the exact text
+    assert str(running) in pgwork("running", dsn=dsn).stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain", "plain"),
+        ("é 漢字 ✓", "é 漢字 ✓"),
+        ("a\x1b[31mb", "a\\x1b[31mb"),
+        ("cr\rbel\x07del\x7f", "cr\\rbel\\x07del\\x7f"),
+        ("c1\x9b", "c1\\x9b"),
+        ("bidi\u202eabc\u2066\u200f", "bidi\\u202eabc\\u2066\\u200f"),
+        ("line\u2028para\u2029", "line\\u2028para\\u2029"),
+        ("tab\tnew\nline", "tab new line"),
+        ("tag\U000e0041", "tag\\U000e0041"),
+    ],
+)
+def test_visible(text: str, shown: str) -> None:
+    from pgwork.tables import visible
+
+    assert visible(text) == shown
+
+
+# -- prune --------------------------------------------------------------------------------
+
+
+def _finished(dsn: str, statuses: list[str], days_ago: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for n, status in enumerate(statuses):
+            conn.execute(
+                "INSERT INTO pgwork.jobs (job_type, idempotency_key, status, completed_at) "
+                "VALUES ('ocr', %s, %s::pgwork.job_status, now() - make_interval(days => %s))",
+                [f"{status}-{n}-{days_ago}", status, days_ago],
+            )
+
+
+def _statuses(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        return sorted(r[0] for r in conn.execute("SELECT status::text FROM pgwork.jobs").fetchall())
+
+
+def test_prune_refuses_a_bare_number_and_keeps_dead_jobs_by_default(dsn: str) -> None:
+    _finished(dsn, ["succeeded", "cancelled", "dead"], days_ago=2)
+    before = _statuses(dsn)
+    out = pgwork("prune", "--older-than", "30", dsn=dsn)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--older-than: '30' has no unit" in out.stderr and "30d" in out.stderr
+    assert _statuses(dsn) == before  # nothing deleted
+    out = pgwork("prune", "--older-than", "1d", dsn=dsn)
+    assert out.returncode == 0 and "deleted 2 succeeded/cancelled jobs" in out.stdout, out.stdout
+    assert _statuses(dsn) == ["dead"]
+    refused = pgwork("prune", "--older-than", "1d", "--status", "dead", dsn=dsn)
+    assert refused.returncode == 2 and "add --include-dead" in refused.stderr
+    assert _statuses(dsn) == ["dead"]
+    out = pgwork("prune", "--older-than", "1d", "--include-dead", dsn=dsn)
+    assert out.returncode == 0 and "deleted 1 " in out.stdout
+    assert _statuses(dsn) == []

@@ -38,3 +38,45 @@ def nan(job: Job) -> float:
 @pgwork.handler("interrupt")
 def interrupt(job: Job) -> None:
     raise KeyboardInterrupt
+
+
+@pgwork.handler("deep_result")
+def deep_result(job: Job) -> Any:
+    value: Any = "leaf"
+    for _ in range(int(job.payload.get("depth", 5000))):
+        value = [value]
+    return value
+
+
+@pgwork.handler("huge_result")
+def huge_result(job: Job) -> Any:
+    return {"text": "x" * (17 * 1024 * 1024)}
+
+
+@pgwork.handler("infinite_result")
+def infinite_result(job: Job) -> Any:
+    return {"score": float("inf")}
+
+
+@pgwork.handler("nul_result")
+def nul_result(job: Job) -> Any:
+    return {"text": "a\x00b"}
+
+
+@pgwork.handler("escaped_nul_result")
+def escaped_nul_result(job: Job) -> Any:
+    # The six characters backslash-u-0-0-0-0: ordinary text, stored as given.
+    return {"text": "a\\u0000b"}
+
+
+@pgwork.handler("leaky")
+def leaky(job: Job) -> None:
+    raise ConnectionError(
+        "could not reach postgresql://billing:s3cr3t-pw@db.internal/billing "
+        "(also tried host=db2 password=hunter2 dbname=billing)"
+    )
+
+
+@pgwork.handler("nul_error")
+def nul_error(job: Job) -> None:
+    raise RuntimeError("bad byte \x00 here and a lone \udcff there")

@@ -94,16 +94,24 @@ def test_worker_runs_under_the_worker_profile_and_can_do_nothing_else(database: 
         result = q.result(q.job(ok)["idempotency_key"])  # type: ignore[index]
         assert result is not None and result["produced_by"] == "least-privilege"
     assert database.worker_password not in out.stdout + out.stderr
-    # The reaper runs under the same profile.
-    assert pgwork("reap", dsn=database.worker_url).returncode == 0
-    # What the worker role cannot do, as the user would see it.
-    cancel = pgwork("cancel", "999", dsn=database.worker_url)
-    assert cancel.returncode == 1 and "already finished or unknown: [999]" in cancel.stdout, cancel.stderr
-    for args in (["migrate"], ["prune", "--older-than", "0s"], ["retry", "999"]):
+    # The pod's migrate init container runs under the worker role: a no-op on a current schema.
+    migrated = pgwork("migrate", dsn=database.worker_url)
+    assert migrated.returncode == 0 and "already up to date" in migrated.stdout, migrated.stderr
+    # What the worker role cannot do (the reaper's and the maintainer's work), as the user would see it.
+    for args in (["reap"], ["cancel", "999"], ["prune", "--older-than", "1s"], ["retry", "999"]):
         line = one_line_error(pgwork(*args, dsn=database.worker_url))
         assert "permission denied" in line and "pgwork grant ROLE --profile" in line, line
     with psycopg.connect(database.worker_url, autocommit=True) as conn:
         for statement in (
+            "UPDATE pgwork.jobs SET lease_owner = 'evil', lease_token = gen_random_uuid()",
+            "UPDATE pgwork.jobs SET status = 'succeeded', completed_at = now()",
+            "UPDATE pgwork.jobs SET attempt_count = 0",
+            "INSERT INTO pgwork.job_results (idempotency_key, job_id, job_type, produced_by, result) "
+            "VALUES ('k', 1, 'echo', 'evil', '{}')",
+            "SELECT payload FROM pgwork.jobs",
+            "SELECT result FROM pgwork.job_results",
+            "SELECT * FROM pgwork.reap(1000)",
+            "CREATE FUNCTION pgwork.mine() RETURNS int LANGUAGE sql AS 'SELECT 1'",
             "DELETE FROM pgwork.jobs",
             "DELETE FROM pgwork.job_results",
             "UPDATE pgwork.job_results SET result = '{}'",
@@ -144,7 +152,7 @@ def test_worker_with_only_the_reader_profile_stops_with_a_clear_line(
             check=False,
         )
         line = one_line_error(out)
-        assert "permission denied for table jobs" in line and "--profile" in line
+        assert "permission denied for function claim" in line and "--profile" in line
         assert "reader-pw-123" not in out.stdout + out.stderr
         with Queue(database.owner_dsn, pool_size=1) as q:
             assert q.job(job_id)["status"] == "pending"  # type: ignore[index]
@@ -152,6 +160,48 @@ def test_worker_with_only_the_reader_profile_stops_with_a_clear_line(
         with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(reader)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))
+
+
+def test_reaper_profile_runs_the_cronjobs_and_nothing_else(private_server: PrivateServer, database: Database) -> None:
+    dbname = str(psycopg.conninfo.conninfo_to_dict(database.owner_dsn)["dbname"])
+    reaper = f"reaper_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'reaper-pw-123'").format(sql.Identifier(reaper)))
+    try:
+        out = pgwork("grant", reaper, "--profile", "reaper", dsn=private_server.url(dbname))
+        assert out.returncode == 0 and "reader + reaper" in out.stdout, out.stderr
+        url = private_server.url(dbname, user=reaper, password="reaper-pw-123")
+        # What the reaper and prune CronJobs run.
+        assert pgwork("reap", dsn=url).returncode == 0
+        pruned = pgwork("prune", "--older-than", "30d", dsn=url)
+        assert pruned.returncode == 0, pruned.stderr
+        for args in (["retry", "1"], ["cancel", "1"], ["enqueue", "echo"]):
+            line = one_line_error(pgwork(*args, dsn=url))
+            assert "permission denied" in line and "--profile" in line, line
+        assert pgwork("migrate", dsn=url).returncode == 0
+    finally:
+        with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(reaper)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reaper)))
+
+
+@pytest.mark.parametrize(
+    ("role", "words"),
+    [
+        ("public", "PUBLIC means every role"),
+        ('"public"', "is quoted"),
+        ("r" * 64, "PostgreSQL cuts names to 63"),
+        ("pg_monitor", "reserved pg_*"),
+        ("no_such_role_here", "there is no role"),
+        ("postgres", "superuser"),
+    ],
+)
+def test_grant_refuses_grantees_in_one_line(
+    private_server: PrivateServer, database: Database, role: str, words: str
+) -> None:
+    dbname = str(psycopg.conninfo.conninfo_to_dict(database.owner_dsn)["dbname"])
+    line = one_line_error(pgwork("grant", role, "--profile", "worker", dsn=private_server.url(dbname)))
+    assert line.startswith("pgwork grant: role: ") and words in line, line
 
 
 def test_password_stays_out_of_logs_through_a_database_restart(

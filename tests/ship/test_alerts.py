@@ -60,10 +60,19 @@ def test_every_alert_has_a_promtool_case_that_fires_and_one_that_stays_silent() 
     [
         ("> on (namespace, jobqueue)\n          30 *", "> on (namespace, jobqueue)\n          3 *"),
         ("> 6000\n", "> 600\n"),
-        ("and pgwork_jobs_in_flight > 5", "and pgwork_jobs_in_flight > 0"),
+        ("(last_over_time(pgwork_jobs_in_flight[1h]) > 5)", "(last_over_time(pgwork_jobs_in_flight[1h]) > 0)"),
+        ("(up == 1)", "(up == 0)"),
+        ("pgwork_worker_heartbeat_age_seconds > 30 *", "pgwork_worker_heartbeat_age_seconds > 3 *"),
         ("== 1\n        for: 5m", "== 0\n        for: 5m"),
     ],
-    ids=["heartbeat-threshold", "backlog-age-threshold", "in-flight-guard", "no-workers-condition"],
+    ids=[
+        "heartbeat-threshold",
+        "backlog-age-threshold",
+        "in-flight-guard",
+        "unscraped-guard",
+        "worker-age-threshold",
+        "no-workers-condition",
+    ],
 )
 def test_promtool_tests_catch_a_broken_rule(tmp_path: Path, mutation: str, original: str) -> None:
     """The promtool cases are sharp: weakening a rule makes them fail."""
@@ -110,9 +119,16 @@ def test_heartbeat_alert_uses_the_contract_threshold() -> None:
     assert "pgwork_queue_max_heartbeat_age_seconds" in queue
     assert "3 * max by (namespace, jobqueue) (pgwork_queue_heartbeat_interval_seconds)" in queue
     worker = " ".join(by_name["PgworkWorkerHeartbeatStale"]["expr"].split())
-    stale = "(time() - pgwork_worker_last_heartbeat_timestamp_seconds) > 3 * pgwork_worker_heartbeat_interval_seconds"
-    assert stale in worker
-    assert "and pgwork_jobs_in_flight > 0" in worker
+    # Scraped: the worker's own heartbeat age (it counts from the claim, so a start is not stale).
+    assert worker.startswith("pgwork_worker_heartbeat_age_seconds > 3 * pgwork_worker_heartbeat_interval_seconds or")
+    # Not scraped any more (stopped, frozen): its last reported values, and only while its target is up == 0.
+    unscraped = (
+        "time() - last_over_time(pgwork_worker_last_heartbeat_timestamp_seconds[1h]) > "
+        "3 * last_over_time(pgwork_worker_heartbeat_interval_seconds[1h])"
+    )
+    assert unscraped in worker
+    assert "and on (job, instance) (last_over_time(pgwork_jobs_in_flight[1h]) > 0)" in worker
+    assert worker.endswith("and on (job, instance) (up == 0)")
 
 
 def test_three_heartbeats_never_outlast_the_lease() -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import shutil
+import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +79,7 @@ def test_panels_have_unique_ids_and_do_not_overlap() -> None:
 def test_variables_chain_namespace_then_jobqueue() -> None:
     variables = {v["name"]: v for v in committed()["templating"]["list"]}
     assert variables["datasource"]["query"] == "prometheus"
-    assert "$namespace" in variables["jobqueue"]["definition"]
+    assert "$namespace" in variables["jobqueue"]["query"]["query"]
 
 
 def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
@@ -92,3 +97,68 @@ def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
     proc = run([promtool, "check", "rules", str(path)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# -- the dashboard against Grafana's own schema (npm @grafana/schema, checked by TypeScript) --
+
+GRAFANA_SCHEMA = "@grafana/schema@13.2.3"
+TYPESCRIPT = "typescript@7.0.2"
+# Outside the tree: node_modules is reused across sessions.
+NODE_CACHE = Path(os.environ.get("PGWORK_NODE_CACHE", "/var/tmp/pgwork-grafana-schema"))
+
+
+@pytest.fixture(scope="module")
+def schema_checker() -> Path:
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        pytest.skip("node/npm are not installed: the Grafana schema check needs npm @grafana/schema and typescript")
+    NODE_CACHE.mkdir(parents=True, exist_ok=True)
+    installed = NODE_CACHE / "node_modules" / "@grafana" / "schema" / "package.json"
+    tsc = NODE_CACHE / "node_modules" / ".bin" / "tsc"
+    wanted = GRAFANA_SCHEMA.rsplit("@", 1)[1]
+    if not (installed.exists() and json.loads(installed.read_text())["version"] == wanted and tsc.exists()):
+        package = NODE_CACHE / "package.json"
+        if not package.exists():
+            package.write_text('{"name": "pgwork-grafana-schema-check", "private": true}\n')
+        proc = subprocess.run(
+            [npm, "install", "--silent", "--no-audit", "--no-fund", GRAFANA_SCHEMA, TYPESCRIPT],
+            cwd=NODE_CACHE, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            pytest.skip(f"npm install {GRAFANA_SCHEMA} {TYPESCRIPT} failed: {proc.stderr.strip()[-300:]}")
+    return tsc
+
+
+def schema_errors(tsc: Path, dashboard: dict[str, Any]) -> tuple[int, str]:
+    """tsc's verdict on `<dashboard JSON> satisfies Dashboard` (excess-property checks included)."""
+    source = NODE_CACHE / f"check-{uuid.uuid4().hex}.ts"
+    source.write_text(
+        'import type { Dashboard } from "@grafana/schema";\n'
+        f"export const dashboard = ({json.dumps(dashboard, indent=1)}) satisfies Dashboard;\n"
+    )
+    try:
+        proc = subprocess.run(
+            [str(tsc), "--noEmit", "--strict", "--skipLibCheck", "--target", "es2022", "--module", "esnext",
+             "--moduleResolution", "bundler", source.name],
+            cwd=NODE_CACHE, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        source.unlink()
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_dashboard_satisfies_the_grafana_schema(schema_checker: Path) -> None:
+    code, out = schema_errors(schema_checker, committed())
+    assert code == 0, out
+
+
+def test_the_schema_check_reports_what_grafana_does_not_know(schema_checker: Path) -> None:
+    """The check is sharp: the two faults it found in the first dashboard are reported."""
+    broken = copy.deepcopy(committed())
+    variables = broken["templating"]["list"]
+    variables[0]["current"] = {}
+    variables[1]["definition"] = variables[1]["query"]["query"]
+    code, out = schema_errors(schema_checker, broken)
+    assert code != 0
+    assert "'VariableOption'" in out, out
+    assert "'\"definition\"' does not exist in type 'VariableModel'" in out, out

@@ -1,4 +1,4 @@
-"""Dockerfile: checked by reading it (no container engine here)."""
+"""Dockerfile: checked by reading it (tests/ship/test_image.py builds and runs it)."""
 
 from __future__ import annotations
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from workerkit import HERE, Spawn, wait_for
+from workerkit import HERE, Spawn
 
 from pgwork.models import NewJob
 from pgwork.queue import Queue
 from pgwork.tools.fleet import PACKAGE_ROOT, WorkerFleet, worker_env
+from tests.support.waiting import wait_for
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 It owns a private PostgreSQL server (pgwork.tools.chaos.server) because it restarts it; it never
 touches any other server. Workers connect as a least-privilege role made with `pgwork grant
 --profile worker`, over TCP with a password, so the run also shows that password never reaches
-their logs. The reaper runs in the harness, as the reaper CronJob would, under the same role.
+their logs. The reaper runs in the harness, as the reaper CronJob would, under a reaper-profile role.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from pgwork.tools.fleet import WorkerFleet
 log = logging.getLogger("pgwork.tools.chaos")
 
 WORKER_ROLE = "pgwork_chaos_worker"
+REAPER_ROLE = "pgwork_chaos_reaper"  # the reaper profile: reap only, as the CronJob's own role
 
 
 @dataclass(frozen=True)
@@ -169,12 +170,14 @@ class Run:
         migrate(self.admin_dsn)
         with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
             conn.execute(SQL.query("install"))
-            conn.execute(
-                psycopg_sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                    psycopg_sql.Identifier(WORKER_ROLE), psycopg_sql.Literal(self.worker_password)
+            for role in (WORKER_ROLE, REAPER_ROLE):
+                conn.execute(
+                    psycopg_sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                        psycopg_sql.Identifier(role), psycopg_sql.Literal(self.worker_password)
+                    )
                 )
-            )
         grant(self.admin_dsn, WORKER_ROLE, "worker")
+        grant(self.admin_dsn, REAPER_ROLE, "reaper")
         jobs = workload.jobs(
             self.config.seed, self.config.jobs, spread=self.config.duration * 0.8, lease=self.config.lease
         )
@@ -283,7 +286,7 @@ class Run:
             faults_per_minute=c.faults_per_minute,
         )
         self.prepare()
-        reaper_dsn = self.server.dsn("chaos", user=WORKER_ROLE, password=self.worker_password)
+        reaper_dsn = self.server.dsn("chaos", user=REAPER_ROLE, password=self.worker_password)
         # Reclaims lapsed leases every `reap_every` seconds, outliving restarts (as the CronJob would).
         reaper = Reaper(
             lambda: Queue(reaper_dsn, pool_size=1, application_name=invariants.REAPER_APP),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pgwork import sql_files
+from pgwork.queue import claim_statement
 from pgwork.tools.lab.labdb import JOB_TYPE, LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.stats import percentile
@@ -75,8 +75,8 @@ def find_buffers(node: dict[str, Any]) -> int:
 def _explain(lab: LabDatabase) -> dict[str, Any]:
     """EXPLAIN ANALYZE the claim EXPLAIN_RUNS times, each rolled back; median time, last buffers."""
     params = {"owner": "lab-explain", "job_types": [JOB_TYPE], "limit": 1, "lease": 30.0, "now": None}
-    # pgwork's one-job claim exactly as Queue.claim sends it, prefixed with EXPLAIN.
-    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql_files.query("claim_one")
+    # The statement pgwork.claim runs (read back from the installed function), prefixed with EXPLAIN.
+    statement = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim_statement(lab.conn)
     times = []
     plan: dict[str, Any] = {}
     for _ in range(EXPLAIN_RUNS):

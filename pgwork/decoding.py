@@ -1,0 +1,84 @@
+"""Reading rows that Python cannot represent, without raising.
+
+The schema lets plain SQL store values pgwork itself would never write: JSON nested thousands of
+levels deep (Python's json gives up near 1000), an integer with more digits than Python converts
+(4300 by default), a timestamp past the year 9999 or `infinity`. psycopg raises while it fetches
+such a row; after a claim has committed that would kill the worker and leave the job `running`,
+and every replacement would claim it and die the same way. So every connection pgwork opens
+loads these types through the loaders below: an unreadable value becomes an `Undecodable`
+marker that carries the reason, and only the rows that hold one are affected. The worker fails
+a job whose payload is undecodable (dead at once: it will never decode); tables show the marker.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from psycopg import DataError
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
+from psycopg.types.json import set_json_loads
+
+
+class Undecodable:
+    """A stored value Python cannot represent; `reason` says why. Falsy neither way: test with
+    isinstance (or `undecodable_reason`)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"<undecodable: {self.reason}>"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Undecodable) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash(self.reason)
+
+
+def undecodable_reason(value: Any) -> str | None:
+    return value.reason if isinstance(value, Undecodable) else None
+
+
+def loads(data: bytes | str) -> Any:
+    """json.loads, or an Undecodable marker instead of any exception."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        return Undecodable("JSON nested too deeply for Python to decode")
+    except ValueError as exc:  # JSONDecodeError, and the int-str digit limit
+        text = str(exc)
+        if "digits" in text:
+            return Undecodable(f"JSON holds a number too long for Python to decode ({text.split(';', maxsplit=1)[0]})")
+        return Undecodable(f"JSON that Python cannot decode ({text[:200]})")
+    except Exception as exc:  # a decoder bug must not stop a fetch either
+        return Undecodable(f"JSON that Python cannot decode ({type(exc).__name__})")
+
+
+class SafeTimestamptzLoader(TimestamptzLoader):
+    def load(self, data: Buffer) -> Any:
+        try:
+            return super().load(data)
+        except DataError as exc:
+            return Undecodable(f"a timestamp Python cannot represent ({str(exc)[:120]})")
+
+
+class SafeTimestamptzBinaryLoader(TimestamptzBinaryLoader):
+    def load(self, data: Buffer) -> Any:
+        try:
+            return super().load(data)
+        except DataError as exc:
+            return Undecodable(f"a timestamp Python cannot represent ({str(exc)[:120]})")
+
+
+def configure(context: AdaptContext) -> None:
+    """Make `context` (a connection) load json, jsonb and timestamptz without ever raising."""
+    set_json_loads(loads, context)
+    context.adapters.register_loader("timestamptz", SafeTimestamptzLoader)
+    context.adapters.register_loader("timestamptz", SafeTimestamptzBinaryLoader)
