@@ -11,8 +11,12 @@ import pytest
 import yaml
 
 from pgwork.operator import podtemplate
+from pgwork.operator.kube import Kube
 from pgwork.operator.render import CONTAINER_SECURITY, TMP_MOUNT, render_all, selector_labels
 from pgwork.operator.spec import SpecError
+from tests.operator import stories
+from tests.operator.harness import OperatorThread, eventually
+from tests.support.waiting import stays
 
 SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 
@@ -308,3 +312,62 @@ def test_selector_labels_cannot_be_overridden() -> None:
 def test_a_refused_template_is_a_spec_error() -> None:
     with pytest.raises(SpecError, match=r"^spec\.worker\.podTemplate\.spec\.hostNetwork: "):
         render_all(jobqueue({"spec": {"hostNetwork": True}}))
+
+
+# ---------------------------------------------------------------- real kopf against the emulator
+
+
+@pytest.mark.slow
+def test_emulated_gpu_jobqueue_yields_a_deployment_with_its_fields(
+    operator: OperatorThread, client: Kube, namespace: str, dsn: str
+) -> None:
+    stories.create_secret(client, namespace, "queue-db", dsn)
+    stories.create_jobqueue(client, namespace, "gpu", stories.spec(worker={"podTemplate": GPU_TEMPLATE}))
+    deployment = eventually(lambda: stories.deployment(client, namespace, "gpu"), what="the GPU Deployment")
+    kubernetes_validate.validate(deployment, "1.30", strict=False)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [GPU_TOLERATION] and pod["runtimeClassName"] == "nvidia"
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert pod["containers"][0]["envFrom"] == [{"secretRef": {"name": "llm-api-keys"}}]
+    assert pod["containers"][1]["securityContext"] == CONTAINER_SECURITY
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        ({"spec": {"containers": [{"name": "worker", "securityContext": {"privileged": True}}]}},
+         f"{F}.containers[0].securityContext.privileged"),
+        ({"spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}, f"{F}.volumes[0].hostPath"),
+        ({"spec": {"containers": [{"name": "worker", "env": [{"name": "DATABASE_URL", "value": "postgresql://evil"}]}]}},
+         f"{F}.containers[0].env[0].name"),
+    ],
+)  # fmt: skip
+def test_emulated_hostile_template_is_refused(
+    operator: OperatorThread, client: Kube, namespace: str, dsn: str, template: dict[str, Any], field: str
+) -> None:
+    stories.create_secret(client, namespace, "queue-db", dsn)
+    stories.create_jobqueue(client, namespace, "bad", stories.spec(worker={"podTemplate": template}))
+    body = eventually(
+        lambda: (
+            (b := stories.jobqueue(client, namespace, "bad"))
+            and (stories.condition(b, "Ready") or {}).get("reason") == "InvalidSpec"
+            and b
+        ),
+        what="Ready=False InvalidSpec",
+    )
+    assert (stories.condition(body, "Ready") or {})["message"].startswith(field + ":")
+    stays(lambda: stories.deployment(client, namespace, "bad") is None, duration=0.5, what="no Deployment")
+
+
+@pytest.mark.slow
+def test_emulated_selector_labels_are_neutralised(
+    operator: OperatorThread, client: Kube, namespace: str, dsn: str
+) -> None:
+    stories.create_secret(client, namespace, "queue-db", dsn)
+    hostile = {"metadata": {"labels": {k: "hijack" for k in selector_labels("sel")}}}
+    stories.create_jobqueue(client, namespace, "sel", stories.spec(worker={"podTemplate": hostile}))
+    deployment = eventually(lambda: stories.deployment(client, namespace, "sel"), what="the Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector_labels("sel").items() <= labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"] == selector_labels("sel")
