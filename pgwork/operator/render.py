@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from pgwork.operator import podtemplate
 from pgwork.operator.spec import API_VERSION, KIND, JobQueueSpec, SecretRef, check_name, parse_spec
 
 Manifest = dict[str, Any]
@@ -195,16 +196,22 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
         "selector": {"matchLabels": selector_labels(name)},
         # Surge, never take a busy worker away early: a rollout adds new pods before old ones drain.
         "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}},
-        "template": {
-            "metadata": {
-                "labels": {**_labels(name, "worker"), **selector_labels(name)},
-                "annotations": {
-                    "prometheus.io/scrape": "true",
-                    "prometheus.io/port": str(w.metrics_port),
+        # The user's podTemplate goes under the operator's fields: its labels, env and hardening win.
+        "template": podtemplate.merge(
+            w.pod_template,
+            {
+                "metadata": {
+                    "labels": {**_labels(name, "worker"), **selector_labels(name)},
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(w.metrics_port),
+                    },
                 },
+                "spec": pod_spec,
             },
-            "spec": pod_spec,
-        },
+            CONTAINER_SECURITY,
+            (TMP_MOUNT,),
+        ),
     }
     if replicas is not None:
         deployment_spec = {"replicas": replicas, **deployment_spec}

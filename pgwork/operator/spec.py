@@ -14,7 +14,7 @@ from typing import Any
 
 from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
-from pgwork.operator import kubenames
+from pgwork.operator import kubenames, podtemplate
 
 GROUP = "pgwork.dev"
 VERSION = "v1alpha1"
@@ -128,6 +128,8 @@ class WorkerSpec:
     termination_grace_period_seconds: int
     metrics_port: int
     service_account_name: str | None
+    # Checked by podtemplate.check; merged under the operator's pod by render.
+    pod_template: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -491,6 +493,11 @@ def _parse_worker(w: _Reader) -> WorkerSpec:
         sa,
         "a ServiceAccount in the JobQueue's namespace: lower-case letters, digits, '-' and '.'",
     )
+    raw_template = w.get("podTemplate")
+    try:
+        pod_template = None if raw_template is None else podtemplate.check(raw_template)
+    except podtemplate.TemplateRefused as exc:
+        raise SpecError(exc.field, exc.problem, exc.fix) from None
     return WorkerSpec(
         image=image,
         image_pull_policy=pull,
@@ -505,6 +512,7 @@ def _parse_worker(w: _Reader) -> WorkerSpec:
         ),
         metrics_port=w.integer("metricsPort", 1024, 65535, "an unprivileged port, e.g. 9100"),
         service_account_name=sa,
+        pod_template=pod_template,
     )
 
 

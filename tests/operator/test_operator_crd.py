@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import celpy
@@ -123,6 +124,25 @@ def spec_with(section: str, **values: Any) -> dict[str, Any]:
     return spec
 
 
+GPU_EXAMPLE = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "manifests" / "examples" / "jobqueue-gpu.yaml").read_text()
+)
+GPU_TEMPLATE = GPU_EXAMPLE["spec"]["worker"]["podTemplate"]
+
+
+def test_the_gpu_example_is_valid_for_the_api_server_and_the_operator() -> None:
+    assert api_server_verdict(GPU_EXAMPLE["spec"], GPU_EXAMPLE["metadata"]["name"]) == []
+    assert operator_verdict(GPU_EXAMPLE["spec"], GPU_EXAMPLE["metadata"]["name"]) is None
+
+
+def pod_spec(**fields: Any) -> dict[str, Any]:
+    return {"spec": fields}
+
+
+def container(name: str = "worker", **fields: Any) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": name, **fields}]}}
+
+
 AGREED = [  # (case, spec, valid)
     ("minimal", BASE, True),
     ("bounds equal", spec_with("scaling", minReplicas=3, maxReplicas=3), True),
@@ -180,6 +200,60 @@ AGREED = [  # (case, spec, valid)
     ("olderThan trailing newline", spec_with("retention", olderThan="7d\n"), False),
     ("schedule newline separated", spec_with("reaper", schedule="* * *\n* *"), False),
     ("schedule trailing newline", spec_with("reaper", schedule="* * * * *\n"), False),
+    # spec.worker.podTemplate: the GPU case passes; what would weaken the pod is refused by both.
+    ("gpu pod template", spec_with("worker", podTemplate=GPU_TEMPLATE), True),
+    ("pod template hostNetwork", spec_with("worker", podTemplate={"spec": {"hostNetwork": True}}), False),
+    ("pod template hostPID", spec_with("worker", podTemplate={"spec": {"hostPID": True}}), False),
+    ("pod template securityContext", spec_with("worker", podTemplate={"spec": {"securityContext": {}}}), False),
+    ("pod template service account", spec_with("worker", podTemplate={"spec": {"serviceAccountName": "a"}}), False),
+    ("pod template init containers", spec_with("worker", podTemplate={"spec": {"initContainers": []}}), False),
+    (
+        "pod template hostPath",
+        spec_with("worker", podTemplate=pod_spec(volumes=[{"name": "r", "hostPath": {"path": "/"}}])),
+        False,
+    ),
+    (
+        "pod template tmp volume",
+        spec_with("worker", podTemplate=pod_spec(volumes=[{"name": "tmp", "emptyDir": {}}])),
+        False,
+    ),
+    (
+        "pod template privileged",
+        spec_with("worker", podTemplate=container(securityContext={"privileged": True})),
+        False,
+    ),
+    (
+        "pod template not privileged",
+        spec_with("worker", podTemplate=container(securityContext={"privileged": False})),
+        True,
+    ),
+    (
+        "pod template escalation",
+        spec_with("worker", podTemplate=container(securityContext={"allowPrivilegeEscalation": True})),
+        False,
+    ),
+    (
+        "pod template caps add",
+        spec_with("worker", podTemplate=container(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})),
+        False,
+    ),
+    (
+        "pod template DATABASE_URL",
+        spec_with("worker", podTemplate=container(env=[{"name": "DATABASE_URL", "value": "x"}])),
+        False,
+    ),
+    (
+        "pod template POD_NAME in sidecar",
+        spec_with("worker", podTemplate=container("s", image="i", env=[{"name": "POD_NAME"}])),
+        False,
+    ),
+    ("pod template worker command", spec_with("worker", podTemplate=container(command=["sh"])), False),
+    ("pod template worker image", spec_with("worker", podTemplate=container(image="evil:1")), False),
+    ("pod template sidecar without image", spec_with("worker", podTemplate=container("s")), False),
+    ("pod template migrate name", spec_with("worker", podTemplate=container("migrate", image="i")), False),
+    ("pod template sidecar", spec_with("worker", podTemplate=container("proxy", image="p:1", args=["-v"])), True),
+    ("pod template labels", spec_with("worker", podTemplate={"metadata": {"labels": {"team": "ml"}}}), True),
+    ("pod template label not a string", spec_with("worker", podTemplate={"metadata": {"labels": {"n": 1}}}), False),
 ]
 
 
@@ -219,6 +293,15 @@ def test_schedules_are_judged_alike_by_the_crd_and_the_operator(schedule: str, v
         (spec_with("reaper", schedule="*/61 * * * *"), "spec.reaper.schedule"),
         (spec_with("retention", schedule="0 0 5-1 * *"), "spec.retention.schedule"),
         ({**BASE, "jobTypes": ["ocr", "ocr"]}, "spec.jobTypes[1]"),
+        # The worker container takes only what merges; root is refused though the schema leaves it open.
+        (
+            spec_with("worker", podTemplate=container(lifecycle={})),
+            "spec.worker.podTemplate.spec.containers[0].lifecycle",
+        ),
+        (
+            spec_with("worker", podTemplate=container("s", image="i", securityContext={"runAsUser": 0})),
+            "spec.worker.podTemplate.spec.containers[0].securityContext.runAsUser",
+        ),
     ],
 )
 def test_what_only_the_operator_catches(spec: dict[str, Any], field: str) -> None:
