@@ -1,7 +1,7 @@
 """What a failed attempt leads to: a retry after a backoff, or dead, and why (pure, no I/O).
 
 The database applies the decision through pgwork.set_state_if_held, which holds the same bounds
-(see migrations/0004_guarded_fail.sql): it is the last word, this is the first.
+(see migrations/0003_guarded_fail.sql): it is the last word, this is the first.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ SELECT * FROM pgwork.succeed_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(resul
 
 -- name: set_state_if_held :one
 -- A failed attempt's decided state (pgwork.failure.decide_failure), applied only while the token
--- holds the job, within the bounds the function itself enforces (migration 0004).
+-- holds the job, within the bounds the function itself enforces (migration 0003).
 SELECT * FROM pgwork.set_state_if_held(%(id)s::bigint, %(token)s::uuid, %(state)s::text, %(reason)s::text,
                                        %(retry_delay)s::float8, %(error)s::text, %(now)s::timestamptz);
 

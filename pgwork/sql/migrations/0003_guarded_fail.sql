@@ -1,4 +1,4 @@
--- pgwork schema, version 4: failures decided in Python, applied by one guarded function.
+-- pgwork schema, version 3: failures decided in Python, applied by one guarded function.
 --
 -- Version 2's pgwork.fail took a retry delay and decided in SQL whether the job retried or went
 -- dead, with the same CASE written into five columns. Now the worker decides (the pure function
