@@ -23,6 +23,7 @@ from pgwork.models import NewJob
 from pgwork.operator.spec import SpecError, parse_spec
 from pgwork.tools.chaos.server import PrivateServer
 from tests.reliability.helpers import env, one_line_error, pgwork, worker
+from tests.support.waiting import stays, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,12 +64,12 @@ def test_unreachable_host_is_retried_with_backoff_and_stops_on_sigterm(tmp_path:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 20
-        text = ""
-        while time.monotonic() < deadline and text.count("retrying in") < 2:
-            time.sleep(0.2)
-            text = (tmp_path / "worker.log").read_text()
-        assert text.count("retrying in") >= 2, text
+        text = wait_for(
+            lambda: (t := (tmp_path / "worker.log").read_text()).count("retrying in") >= 2 and t,
+            20,
+            interval=0.2,
+            what="two reconnect attempts in the log",
+        )
         assert proc.poll() is None, "a worker whose database is down keeps trying; it does not crash-loop"
         assert "cannot connect to bob@127.0.0.1:1/queue" in text and "hunter2" not in text
         # Told to stop before it ever reached the database: it holds nothing, so a clean exit.
@@ -105,13 +106,12 @@ def test_database_down_at_start_then_up_the_worker_gets_on_with_it(
         stderr=subprocess.STDOUT,
     )
     try:
-        time.sleep(2)
-        assert proc.poll() is None
+        # A worker whose database is down at start keeps trying (within --connect-patience), no crash.
+        stays(lambda: proc.poll() is None, duration=2, interval=0.1, what="the worker waiting for its database")
         private_server.start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and _job(dsn, job_id).status != "succeeded":
-            time.sleep(0.2)
-        assert _job(dsn, job_id).status == "succeeded"
+        wait_for(
+            lambda: _job(dsn, job_id).status == "succeeded", 30, interval=0.2, what="the job done once the server is up"
+        )
         proc.terminate()
         assert proc.wait(timeout=30) == 0
     finally:

@@ -19,6 +19,7 @@ from pgwork.models import Completion
 from pgwork.queue import Queue
 from pgwork.tools.chaos import SQL, invariants
 from pgwork.tools.chaos.invariants import REAPER_APP, Figures, violations
+from tests.support.waiting import wait_for
 
 CLEAN = Figures(**{f.name: 0 for f in dataclasses.fields(Figures)})
 
@@ -167,11 +168,11 @@ def test_a_write_after_resume_about_a_reclaimed_job_is_caught(chaos_dsn: str, wo
     job_id = worker_queue.enqueue("ocr", {"doc": 1})
     paused_at = time.time()
     worker_queue.claim("w1", lease=0.05)
-    time.sleep(0.1)
     with Queue(chaos_dsn, application_name=REAPER_APP) as reaper:
-        assert len(reaper.reap()) == 1
+        reaped = wait_for(reaper.reap, 5, what="the 50 ms lease expiring and being reaped")
+        assert len(reaped) == 1
+    # The late write below comes from new connections opened after this instant: strictly later.
     resumed_at = time.time()
-    time.sleep(0.01)
     _execute(
         chaos_dsn,
         SQL.query("record_fault"),

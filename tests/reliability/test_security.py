@@ -6,7 +6,6 @@ from __future__ import annotations
 import secrets
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pgwork.operator.spec import parse_spec
 from pgwork.queue import Queue, migrate
 from pgwork.tools.chaos.server import PrivateServer
 from tests.reliability.helpers import env, one_line_error, pgwork
+from tests.support.waiting import wait_for
 
 OPERATOR_DIR = Path(__file__).resolve().parents[2] / "pgwork" / "operator"
 
@@ -237,14 +237,12 @@ def test_password_stays_out_of_logs_through_a_database_restart(
 
 
 def _wait_for(dsn: str, job_id: int, status: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def reached() -> bool:
         with Queue(dsn, pool_size=1, check=False) as q:
             row = q.job(job_id)
-        if row and row.status == status:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not become {status} within {timeout}s")
+        return row is not None and row.status == status
+
+    wait_for(reached, timeout, interval=0.2, what=f"job {job_id} becoming {status}")
 
 
 @pytest.mark.parametrize(

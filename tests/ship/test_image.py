@@ -26,6 +26,7 @@ import pytest
 
 from pgwork.tools.demo import JOB_TYPE, invoices
 from tests.ship.support import ROOT
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -110,18 +111,6 @@ def get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
     except OSError:
         return 0, ""
-
-
-def wait_for(predicate: object, timeout: float, what: str) -> object:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
 
 
 def free_port() -> int:
@@ -219,7 +208,7 @@ def test_worker_serves_metrics_and_readyz_and_drains_on_sigterm(image: Image, em
     assert started.returncode == 0, started.stderr
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: get(base + "/readyz")[0] == 200, 60, "/readyz answering 200")
+        wait_for(lambda: get(base + "/readyz")[0] == 200, 60, interval=0.1, what="/readyz answering 200")
         status, text = get(base + "/metrics")
         assert status == 200
         for name_ in ("pgwork_worker_heartbeat_age_seconds", "pgwork_claim_duration_seconds_bucket"):
@@ -233,10 +222,12 @@ def test_worker_serves_metrics_and_readyz_and_drains_on_sigterm(image: Image, em
                 row = conn.execute("select status from pgwork.jobs where id = %s", (job_id,)).fetchone()
             return str(row[0]) if row else ""
 
-        wait_for(lambda: status_of() == "running", 30, "the job running in the container")
+        wait_for(lambda: status_of() == "running", 30, interval=0.1, what="the job running in the container")
         # SIGTERM, as Kubernetes sends it: no new claims, the running job finishes, exit 0.
         assert image.podman("kill", "--signal", "TERM", name).returncode == 0
-        wait_for(lambda: get(base + "/readyz")[0] != 200, 10, "/readyz going not-ready while draining")
+        wait_for(
+            lambda: get(base + "/readyz")[0] != 200, 10, interval=0.1, what="/readyz going not-ready while draining"
+        )
         waited = image.podman("wait", name, timeout=60)
         assert waited.stdout.strip() == "0", waited.stdout + waited.stderr
         assert status_of() == "succeeded"

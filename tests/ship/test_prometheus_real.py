@@ -25,7 +25,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from pgwork.queue import Queue, migrate
 from tests.operator import stories
 from tests.operator.harness import Emulator, collect_leftovers, running
 from tests.ship.support import MONITORING
+from tests.support.waiting import wait_for
 from tests.worker.workerkit import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.slow
@@ -56,17 +57,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 # -- the rules, shortened ------------------------------------------------------------------
@@ -163,7 +153,7 @@ class Prometheus:
                 stderr=subprocess.STDOUT,
             )
         self._workers: list[dict[str, Any]] = []
-        wait_for(self.ready, 30, "Prometheus ready")
+        wait_for(self.ready, 30, interval=0.2, what="Prometheus ready")
 
     def ready(self) -> bool:
         try:
@@ -306,7 +296,9 @@ class Stack:
 
     def scraped(self, expr: str, what: str, timeout: float = 30) -> float:
         """Waits until `expr` has a value (any, 0 included) in Prometheus; returns it."""
-        found = wait_for(lambda: (v := self.prometheus.value(expr)) is not None and [v], timeout, what)
+        found = wait_for(
+            lambda: (v := self.prometheus.value(expr)) is not None and [v], timeout, interval=0.2, what=what
+        )
         return float(found[0])
 
     def firing(self, alertname: str, about: str, since: float, within: float = FIRE_WITHIN) -> float:
@@ -314,7 +306,8 @@ class Stack:
         seen = wait_for(
             lambda: (s := self.recorder.get(alertname, about)) is not None and s.firing is not None and s,
             within,
-            f"{alertname} firing for {about}",
+            interval=0.2,
+            what=f"{alertname} firing for {about}",
         )
         assert seen.pending >= since, f"{alertname} for {about} was active before its scenario began"
         took = round(seen.firing - since, 1)
@@ -322,7 +315,12 @@ class Stack:
         return took
 
     def resolved(self, alertname: str, about: str) -> None:
-        wait_for(lambda: (alertname, about) not in self.recorder.active(), 30, f"{alertname} resolved for {about}")
+        wait_for(
+            lambda: (alertname, about) not in self.recorder.active(),
+            30,
+            interval=0.2,
+            what=f"{alertname} resolved for {about}",
+        )
 
 
 def migrated(dsn: str) -> str:
