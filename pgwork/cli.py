@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 
 from pgwork import __version__, tracing
+from pgwork.cli_parser import DSN_HELP, CommandParser, SubcommandParser, parse_strictly
 from pgwork.db import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_age, parse_duration
@@ -236,11 +237,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; `tool` (a name in TOOLS) is loaded with its options, the others are named only."""
-    parser = argparse.ArgumentParser(prog="pgwork", description=__doc__)
+    parser = CommandParser(prog="pgwork", description=__doc__)
     parser.add_argument("--version", action="version", version=f"pgwork {__version__}")
-    parser.add_argument("--dsn", help="connection string (default: DATABASE_URL, then libpq PG* variables)")
+    parser.add_argument("--dsn", help=DSN_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=SubcommandParser)
 
     def add(name: str, func: Handler, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -327,7 +328,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args, _ = parser.parse_known_args(argv)
     if args.command in TOOLS:
         parser = build_parser(args.command)
-    return parser.parse_args(argv)
+    return parse_strictly(parser, argv)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -56,7 +56,13 @@ def configure(p: argparse.ArgumentParser) -> None:
         default="pgwork_lab",
         help="the lab's database, dropped and recreated: must start with pgwork_lab (default pgwork_lab)",
     )
-    p.add_argument("--out", type=Path, default=Path(), help="write results/ and docs/ under this folder (default .)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="write results/benchmark.csv and docs/benchmarks.md under this folder (`--out .` in a pgwork "
+        "checkout updates its own); default: a new pgwork-bench-RUN folder here, so a run never overwrites "
+        "a project's docs/ or results/",
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--report-only", action="store_true", help="only regenerate the markdown and plots from the CSV")
     p.set_defaults(func=cmd_bench)
@@ -81,14 +87,20 @@ def regenerate(out: Path, *, draw: bool) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    out: Path = args.out
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     if args.report_only:
-        regenerate(out, draw=not args.no_plots)
+        if args.out is None:
+            print(
+                "pgwork bench: --report-only needs --out DIR, the folder holding results/benchmark.csv", file=sys.stderr
+            )
+            return 2
+        regenerate(args.out, draw=not args.no_plots)
         return 0
+    out: Path = args.out if args.out is not None else Path(f"pgwork-bench-{run_id}")
+    _say(f"writing results under {out}")
     server = args.bench_dsn or getattr(args, "dsn", None)
     mode = "quick" if args.quick else "full"
     chosen = args.only or list(EXPERIMENTS)
-    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     claimers.preload()
     violations: list[str] = []
     facts = 0
