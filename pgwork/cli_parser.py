@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 DSN_HELP = "connection string (default: DATABASE_URL, then libpq PG* variables)"
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
+_EXPECTED_VALUE = re.compile(r"argument (?P<option>--[\w-]+)(?:/-\w)?: expected one argument")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<given>.*)")
 
 
@@ -34,6 +35,9 @@ def explain(message: str, option_strings: Iterable[str]) -> str:
         if near := suggestion(match["given"], choices):
             return f"{message}; did you mean {near!r}?"
         return message
+    if match := _EXPECTED_VALUE.search(message):
+        # `--lease -5s`: argparse reads a value starting with "-" as the next option.
+        return f"{message}; a value that starts with '-' must be attached: {match['option']}=VALUE"
     if match := _UNRECOGNIZED.search(message):
         hints = []
         for word in match["given"].split():

@@ -14,6 +14,9 @@ _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
 
 
+_NOT_NEGATIVE = "must be a finite duration >= 0 (write 0 or more, like 30s or 5m)"
+
+
 def parse_duration(text: str, field: str = "duration") -> float:
     """Seconds in `text`. A bare number is seconds. Raises ValueError naming `field`."""
     cleaned = text.strip().lower()
@@ -28,7 +31,7 @@ def parse_duration(text: str, field: str = "duration") -> float:
         pos = match.end()
     if pos != len(cleaned) or not cleaned:
         if cleaned.startswith("-") or cleaned.lstrip("+-") in ("nan", "inf", "infinity"):
-            raise ValueError(f"{field}: {_shown(text)} must be a finite duration >= 0")
+            raise ValueError(f"{field}: {_shown(text)} {_NOT_NEGATIVE}")
         raise ValueError(
             f"{field}: {_shown(text)} is not a duration (write seconds like 30, or 30s, 5m, 2h, 7d, 1h30m)"
         )
@@ -50,7 +53,7 @@ def parse_age(text: str, field: str = "age") -> float:
 
 def _non_negative(value: float, field: str, text: str) -> float:
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{field}: {_shown(text)} must be a finite duration >= 0")
+        raise ValueError(f"{field}: {_shown(text)} {_NOT_NEGATIVE}")
     return value
 
 

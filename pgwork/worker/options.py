@@ -48,9 +48,9 @@ def _duration(text: str, option: str) -> float:
     try:
         return parse_duration(text, option)
     except ValueError as exc:
-        raise OptionError(
-            option, str(exc).split(": ", 1)[-1], "write seconds like 30 or a duration like 30s, 5m"
-        ) from None
+        # parse_duration's message names the field and carries its own fix: one hint, not two.
+        problem, _, fix = str(exc).split(": ", 1)[-1].removesuffix(")").partition(" (")
+        raise OptionError(option, problem, fix or "write seconds like 30 or a duration like 30s, 5m") from None
 
 
 def _int(text: str, option: str, low: int, high: int) -> int:

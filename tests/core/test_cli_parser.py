@@ -8,6 +8,7 @@ import json
 import pytest
 
 from pgwork.cli_parser import explain, suggestion
+from pgwork.worker.options import OptionError, parse_options
 from tests.core.test_queue_cli import pgwork
 
 COMMANDS = "'migrate', 'grant', 'enqueue', 'stats', 'running', 'worker', 'bench'"
@@ -37,6 +38,7 @@ def test_suggestion(given: str, candidates: list[str], expected: str | None) -> 
         ("unrecognized arguments: --concurreny=3", ["--concurrency"], "did you mean --concurrency for --concurreny?"),
         ("unrecognized arguments: extra words", ["--json"], "unrecognized arguments: extra words"),
         ("the following arguments are required: --app", ["--app"], "required: --app"),
+        ("argument --lease: expected one argument", ["--lease"], "must be attached: --lease=VALUE"),
     ],
 )
 def test_explain_adds_one_hint_only_when_one_candidate_is_close(
@@ -88,3 +90,20 @@ def test_typos_are_answered_with_the_close_match(argv: list[str], expected: str)
 def test_bench_report_only_needs_a_folder() -> None:
     done = pgwork("bench", "--report-only")
     assert done.returncode == 2 and "--report-only needs --out DIR" in done.stderr
+
+
+@pytest.mark.parametrize("option", ["lease", "heartbeat", "grace", "poll", "connect_patience"])
+@pytest.mark.parametrize("value", ["abc", "-5s", "nan", "5x"])
+def test_a_bad_worker_duration_gets_one_hint(option: str, value: str) -> None:
+    with pytest.raises(OptionError) as caught:
+        parse_options(app="app", worker_id="w", environ={}, **{option: value})
+    message = str(caught.value)
+    assert message.startswith(f"--{option.replace('_', '-')}: {value!r}")
+    assert message.count("(") == 1 and message.endswith(")"), message
+
+
+def test_a_value_starting_with_a_dash_is_explained() -> None:
+    done = pgwork("worker", "--app", "x", "--lease", "-5s")
+    assert done.returncode == 2 and "must be attached: --lease=VALUE" in done.stderr
+    attached = pgwork("worker", "--app", "x", "--lease=-5s")
+    assert "--lease: '-5s' must be a finite duration >= 0 (write 0 or more" in attached.stderr
