@@ -15,7 +15,7 @@ from typing import Any
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.credentials import EXPECTED, dsn_problem
-from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner
+from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, jobs_by_owner
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide
@@ -30,6 +30,8 @@ SHARED_READING_SECONDS = 1.0
 # A status that says nothing new is still written this often, so lastPollTime shows the
 # operator alive; otherwise every poll would be a write (and a watch event for every client).
 STATUS_REFRESH_SECONDS = 60.0
+# The status field each count of pgwork.models.COUNTS is published as.
+STATUS_NAMES = {"ready": "pending", "scheduled": "scheduled", "retrying": "retrying", "running": "running", "dead": "dead"}
 # The memo key the create/resume/update handler sets once the owned objects are applied.
 APPLIED = "applied_generation"
 
@@ -188,6 +190,7 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
         return outcome
 
     dsn: str | None = None
+    cap = count_cap(spec.scaling.max_replicas, spec.scaling.target_backlog_per_worker)
     try:
         dsn = read_dsn(runtime.kube, namespace, spec.database.default)
         queue = runtime.queues.get((namespace, name), dsn)
@@ -197,6 +200,7 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
             spec.job_types,
             now=now,
             max_age=min(SHARED_READING_SECONDS, spec.scaling.poll_interval_seconds / 4),
+            cap=cap,
         )
     except (DatabaseProblem, KubeError) as exc:
         problem = exc if isinstance(exc, DatabaseProblem) else DatabaseProblem("SecretUnreadable", str(exc))
@@ -262,6 +266,10 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
             "dead": figures.dead,
             "oldestWaitSeconds": round(figures.oldest_wait_seconds, 3),
             "maxHeartbeatAgeSeconds": round(figures.max_heartbeat_age_seconds, 3),
+            # Counts stop at countCap (scaling cannot change past it); lowerBounds names the
+            # figures that reached it, so read them as "at least".
+            "countCap": cap,
+            "lowerBounds": [STATUS_NAMES[name] for name in figures.lower_bounds],
             "desiredReplicas": decision.desired,
             "replicas": replicas,
             "selector": render.selector_string(name),
