@@ -97,29 +97,33 @@ $$;
 -- running heartbeat (the head of jobs_running_type_idx). Rows whose timestamp is infinite are
 -- counted but give no age. With job_types NULL, the types are read off the indexes by skipping
 -- from one type to the next (a few buffers per type); with job_types given, each named type is
--- answered, with zeros when it has no live job.
+-- answered, with zeros when it has no live job. plpgsql, so a session (the operator's pooled
+-- connection) plans it once, not on every poll as a SECURITY DEFINER sql function would be.
 CREATE FUNCTION pgwork.backlog(job_types text[] DEFAULT NULL, cap integer DEFAULT NULL, at timestamptz DEFAULT now())
 RETURNS TABLE (
     job_type text, ready bigint, scheduled bigint, retrying bigint, running bigint, dead bigint,
     oldest_wait_seconds double precision, max_heartbeat_age_seconds double precision
-) LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
+) LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
     WITH RECURSIVE pending_types(t) AS (
-        SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'pending' AND backlog.job_types IS NULL
+        SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'pending' AND job_types IS NULL
         UNION ALL
         SELECT (SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.job_type > p.t)
           FROM pending_types AS p WHERE p.t IS NOT NULL
     ), running_types(t) AS (
-        SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'running' AND backlog.job_types IS NULL
+        SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'running' AND job_types IS NULL
         UNION ALL
         SELECT (SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'running' AND j.job_type > r.t)
           FROM running_types AS r WHERE r.t IS NOT NULL
     ), dead_types(t) AS (
-        SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'dead' AND backlog.job_types IS NULL
+        SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'dead' AND job_types IS NULL
         UNION ALL
         SELECT (SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'dead' AND j.job_type > d.t)
           FROM dead_types AS d WHERE d.t IS NOT NULL
     ), types(t) AS (
-        SELECT u.t FROM unnest(backlog.job_types) AS u(t)
+        SELECT u.t FROM unnest(job_types) AS u(t)
         UNION SELECT p.t FROM pending_types AS p WHERE p.t IS NOT NULL
         UNION SELECT r.t FROM running_types AS r WHERE r.t IS NOT NULL
         UNION SELECT d.t FROM dead_types AS d WHERE d.t IS NOT NULL
@@ -149,7 +153,8 @@ RETURNS TABLE (
                         AND j.heartbeat_at > '-infinity' AND j.heartbeat_at < 'infinity'
                       ORDER BY j.heartbeat_at LIMIT 1), 0)::double precision
       FROM types AS w
-     ORDER BY w.t
+     ORDER BY w.t;
+END
 $$;
 
 -- queue_stats (the pgwork.stats view, `pgwork stats --exact`): the same figures, exact.
