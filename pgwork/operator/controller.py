@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pgwork.models import COUNTS
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.credentials import EXPECTED, dsn_problem
@@ -31,7 +32,7 @@ SHARED_READING_SECONDS = 1.0
 # operator alive; otherwise every poll would be a write (and a watch event for every client).
 STATUS_REFRESH_SECONDS = 60.0
 # The status field each count of pgwork.models.COUNTS is published as.
-STATUS_NAMES = {"ready": "pending", "scheduled": "scheduled", "retrying": "retrying", "running": "running", "dead": "dead"}
+STATUS_NAMES = {name: name for name in COUNTS} | {"ready": "pending"}
 # The memo key the create/resume/update handler sets once the owned objects are applied.
 APPLIED = "applied_generation"
 
