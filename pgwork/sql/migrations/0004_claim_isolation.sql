@@ -30,9 +30,9 @@ CREATE INDEX jobs_retrying_idx ON pgwork.jobs (job_type, attempt_count) WHERE st
 -- (the arm's `job_types IS NULL` is a one-time filter, so with types it reads nothing). With
 -- types: for each distinct type the first `max_jobs` ready rows of jobs_claim_type_idx, each
 -- scan locking what it returns; then the best `max_jobs` of what the arms found, in the global
--- (priority, available_at, id) order. Rows a type's scan locked that did not make the cut stay locked only until this
--- statement's transaction ends (the call commits at once); a concurrent claimer skips them
--- meanwhile, as it would skip any locked row. The ids go out as an array so the UPDATE is a
+-- (priority, available_at, id) order. Rows a type's scan locked that did not make the cut (at
+-- most max_jobs per type) stay locked until the claiming transaction ends (Queue.claim commits
+-- at once); a concurrent claimer skips them meanwhile, as it skips any locked row. The ids go out as an array so the UPDATE is a
 -- primary-key lookup whatever the plan (a generic plan joining the UPDATE to the subquery
 -- could scan the table). The statement is still the function's only one: the plan tests and the
 -- lab EXPLAIN it as claim_statement reads it back.
