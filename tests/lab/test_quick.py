@@ -72,7 +72,7 @@ def test_quick_bench_checks_pgworks_facts_and_writes_csv_markdown_and_plots(admi
     assert int(figure("held", "held", "0.5", "idle in transaction (max)")) >= 1
     assert figure("held", "skiplocked", "0.5", "idle in transaction (max)") == "0"
     # The partial index serves the claim whatever the history; without it, a scan of everything.
-    assert figure("history", "partial index", "20000", "claim scan") == "Index Scan using jobs_claim_idx"
+    assert figure("history", "partial index", "20000", "claim scan") == "Index Scan using jobs_claim_type_idx"
     assert "Seq Scan" in figure("history", "no claim index", "20000", "claim scan")
     # The crash timeline: job 1 reclaimed and finished on its second attempt, one result each.
     assert figure("crash-events", "3 lease overdue", "orphan predicate", "returned").startswith("1, ")

@@ -75,7 +75,9 @@ CREATE INDEX jobs_claim_full_idx ON pgwork.jobs (priority, available_at, id);
 DROP INDEX pgwork.jobs_claim_full_idx;
 
 -- name: drop_claim_index
-DROP INDEX pgwork.jobs_claim_idx;
+-- Every index on the backlog, so the claim has none to use (the typed claim's own index, and the
+-- backlog reading's, could each serve it).
+DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pending_due_idx, pgwork.jobs_retrying_idx;
 
 -- name: crash_rows
 -- The lab's view of each job during the crash timeline.
@@ -104,6 +106,7 @@ SELECT current_setting('server_version') AS version,
 -- The claim index is the backlog only, so rebuilding it is cheap; it shows what the churn at
 -- the head of a FIFO index (sparse leaf pages the scan must step over) costs the claim.
 REINDEX INDEX pgwork.jobs_claim_idx;
+REINDEX INDEX pgwork.jobs_claim_type_idx;
 
 -- name: insert_pending
 -- A backlog written straight into the table (a backfill), spread over %(types)s job types named
