@@ -16,10 +16,11 @@ from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.credentials import EXPECTED, dsn_problem
 from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner
+from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide
-from pgwork.operator.spec import JobQueueSpec, SecretRef, SpecError, parse_spec
+from pgwork.operator.spec import JobQueueSpec, SecretRef, parse_spec
 
 log = logging.getLogger("pgwork.operator")
 

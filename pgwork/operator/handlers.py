@@ -17,9 +17,10 @@ import kopf
 from pgwork.operator import controller
 from pgwork.operator.controller import Clients, StatusChange
 from pgwork.operator.db import QueueCache, QueueFactory, default_factory
+from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import USER_AGENT, Kube, KubeError, configuration_from_kopf, default_configuration
 from pgwork.operator.metrics import OperatorMetrics
-from pgwork.operator.spec import GROUP, PLURAL, VERSION, SpecError
+from pgwork.operator.spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger("pgwork.operator")
 
