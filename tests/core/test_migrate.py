@@ -315,3 +315,30 @@ def _row_status(dsn: str, job_id: int) -> tuple[Any, ...]:
         found = row.fetchone()
     assert found is not None
     return found
+
+
+def _at_version(dsn: str, version: int) -> None:
+    """A database migrated by hand to `version` exactly, as an older pgwork left it."""
+    _at_version_1(dsn)
+    with psycopg.connect(dsn) as conn:
+        for migration in sql_files.migrations()[1:version]:
+            conn.execute(migration.sql)
+            conn.execute(sql_files.query("migrate_record"), {"version": migration.version, "name": migration.name})
+
+
+def test_version_3_database_moves_to_hot_heartbeats_with_every_job_intact(empty_dsn: str) -> None:
+    _at_version(empty_dsn, 3)
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute(V1_JOBS)
+        assert conn.execute("SELECT to_regclass('pgwork.jobs_lease_idx')").fetchone() != (None,)
+    before = _snapshot(empty_dsn)
+    ids = _by_key(empty_dsn)
+    assert migrate(empty_dsn)[0] == 4
+    assert _snapshot(empty_dsn) == before
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('pgwork.jobs_lease_idx')").fetchone() == (None,)
+    with Queue(empty_dsn) as q:
+        # The lease held across the upgrade renews; the lapsed one is reaped through the new index.
+        held = Lease(ids["running"], uuid.UUID("11111111-1111-1111-1111-111111111111"), "old-pod", 1)
+        assert q.heartbeat(held).name == "HELD"
+        assert [r.id for r in q.reap()] == [ids["lapsed"]]

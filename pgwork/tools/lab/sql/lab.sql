@@ -104,3 +104,45 @@ SELECT current_setting('server_version') AS version,
 -- The claim index is the backlog only, so rebuilding it is cheap; it shows what the churn at
 -- the head of a FIFO index (sparse leaf pages the scan must step over) costs the claim.
 REINDEX INDEX pgwork.jobs_claim_idx;
+
+-- The heartbeat-cost experiment (heartbeat.py): the same renewals under each lease design.
+-- name: wal_lsn
+SELECT pg_current_wal_lsn()::text AS lsn;
+
+-- name: wal_since
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %(lsn)s::pg_lsn)::bigint AS bytes;
+
+-- name: xact_updates
+SELECT pg_stat_get_xact_tuples_updated('pgwork.jobs'::regclass) AS updated,
+       pg_stat_get_xact_tuples_hot_updated('pgwork.jobs'::regclass) AS hot;
+
+-- name: checkpoint
+CHECKPOINT;
+
+-- name: fillfactor_85
+ALTER TABLE pgwork.jobs SET (fillfactor = 85);
+
+-- name: fillfactor_50
+ALTER TABLE pgwork.jobs SET (fillfactor = 50);
+
+-- Schema version 1's reaper index: every heartbeat changed its column, so no renewal was HOT.
+-- name: create_v1_lease_index
+CREATE INDEX IF NOT EXISTS lab_v1_lease_idx ON pgwork.jobs (lease_expires_at) WHERE status = 'running';
+
+-- name: drop_v1_lease_index
+DROP INDEX IF EXISTS pgwork.lab_v1_lease_idx;
+
+-- A lease per worker, as procrastinate keeps it: one row per worker renewed, whatever it holds.
+-- name: create_worker_leases
+CREATE TABLE IF NOT EXISTS pgwork_lab.worker_leases (
+    owner text PRIMARY KEY, heartbeat_at timestamptz NOT NULL, lease_expires_at timestamptz NOT NULL
+);
+TRUNCATE pgwork_lab.worker_leases;
+
+-- name: fill_worker_leases
+INSERT INTO pgwork_lab.worker_leases SELECT o, now(), now() + interval '30 seconds' FROM unnest(%(owners)s::text[]) AS o;
+
+-- name: renew_worker_lease
+UPDATE pgwork_lab.worker_leases
+   SET heartbeat_at = now(), lease_expires_at = now() + interval '30 seconds'
+ WHERE owner = %(owner)s;
