@@ -6,6 +6,8 @@
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
+# Named so scripts/build-image.sh can remove this stage's leftovers from earlier builds.
+LABEL org.opencontainers.image.title="pgwork-build"
 # Set by scripts/build-image.sh for an offline build from a wheelhouse (pip reads them from the
 # environment); unset, pip uses its index as usual.
 ARG PIP_NO_INDEX PIP_FIND_LINKS

@@ -107,6 +107,7 @@ wheelhouse() {
 
 choose_base
 wheelhouse
+previous=$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)
 started=$(date +%s.%N)
 podman build --quiet --network none \
   --volume "$WHEELS:/wheels:ro" \
@@ -116,6 +117,15 @@ podman build --quiet --network none \
   --tag "$TAG" \
   --file "$ROOT/Dockerfile" "$ROOT" >/dev/null
 finished=$(date +%s.%N)
+# Rebuilds would otherwise leave every earlier image behind, untagged (~270 MB each): drop the one the
+# tag moved off (unless a container still uses it) and build-stage images older than an hour (this
+# build's own stays, as the cache for the next one).
+current=$(podman image inspect --format '{{.Id}}' "$TAG")
+if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+  podman rmi "$previous" >/dev/null 2>&1 || true
+fi
+podman image prune --force --filter "label=org.opencontainers.image.title=pgwork-build" \
+  --filter "until=1h" >/dev/null 2>&1 || true
 size=$(podman image inspect --format '{{.Size}}' "$TAG")
 seconds=$(awk -v a="$started" -v b="$finished" 'BEGIN { printf "%.1f", b - a }')
 mib=$(awk -v s="$size" 'BEGIN { printf "%.0f", s / 1048576 }')

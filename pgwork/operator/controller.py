@@ -17,10 +17,11 @@ from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.credentials import EXPECTED, dsn_problem
 from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, jobs_by_owner
+from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide
-from pgwork.operator.spec import JobQueueSpec, SecretRef, SpecError, parse_spec
+from pgwork.operator.spec import JobQueueSpec, SecretRef, parse_spec
 
 log = logging.getLogger("pgwork.operator")
 
@@ -45,13 +46,17 @@ class Event:
 
 
 @dataclass
-class Outcome:
+class StatusChange:
+    """What a handler run decided to write back: status fields to merge, events to post."""
+
     status: dict[str, Any] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
 
 
 @dataclass
-class Runtime:
+class Clients:
+    """The operator's long-lived connections: the Kubernetes API, the databases, the metrics registry."""
+
     kube: Kube
     queues: QueueCache
     metrics: OperatorMetrics
@@ -66,7 +71,7 @@ def _generation(body: Mapping[str, Any]) -> int | None:
     return int(value) if value is not None else None
 
 
-def reconcile(runtime: Runtime, body: Mapping[str, Any], now: float) -> Outcome:
+def reconcile(clients: Clients, body: Mapping[str, Any], now: float) -> StatusChange:
     """Render and apply the Deployment, CronJobs and Service. Raises SpecError on a bad spec
     (the caller reports it with `invalid_spec`) and KubeError on API trouble."""
     name = body["metadata"]["name"]
@@ -77,10 +82,10 @@ def reconcile(runtime: Runtime, body: Mapping[str, Any], now: float) -> Outcome:
     for manifest in manifests:
         # Replicas only on creation: afterwards the scaler owns them and a re-apply leaves them be.
         extra = {"replicas": render.initial_replicas(spec)} if manifest["kind"] == "Deployment" else None
-        verb = runtime.kube.apply(manifest, create_extra=extra)
+        verb = clients.kube.apply(manifest, create_extra=extra)
         done.append(f"{manifest['kind']} {manifest['metadata']['name']} {verb}")
-    outcome = Outcome()
-    outcome.status = {
+    change = StatusChange()
+    change.status = {
         "selector": render.selector_string(name),
         "observedGeneration": _generation(body),
         "conditions": set_condition(
@@ -95,21 +100,21 @@ def reconcile(runtime: Runtime, body: Mapping[str, Any], now: float) -> Outcome:
     }
     created = [d for d in done if d.endswith("created")]
     if created:
-        outcome.events.append(Event("Normal", "Created", "; ".join(created)))
+        change.events.append(Event("Normal", "Created", "; ".join(created)))
     log.info("jobqueue %s/%s: %s", namespace, name, "; ".join(done))
-    return outcome
+    return change
 
 
-def invalid_spec(body: Mapping[str, Any], error: SpecError, now: float) -> Outcome:
-    outcome = Outcome()
-    outcome.status = {
+def invalid_spec(body: Mapping[str, Any], error: SpecError, now: float) -> StatusChange:
+    change = StatusChange()
+    change.status = {
         "observedGeneration": _generation(body),
         "conditions": set_condition(
             _conditions(body), "Ready", False, "InvalidSpec", str(error), generation=_generation(body), now=now
         ),
     }
-    outcome.events.append(Event("Warning", "InvalidSpec", str(error)))
-    return outcome
+    change.events.append(Event("Warning", "InvalidSpec", str(error)))
+    return change
 
 
 def _parse_timestamp(text: object) -> float | None:
@@ -146,7 +151,9 @@ def retry_delay(poll_seconds: float, failures: int) -> float:
     return float(min(poll_seconds * 2 ** min(max(failures, 1) - 1, 16), MAX_BACKOFF_SECONDS))
 
 
-def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[str, Any], now: float) -> Outcome | None:
+def autoscale(
+    clients: Clients, body: Mapping[str, Any], memo: MutableMapping[str, Any], now: float
+) -> StatusChange | None:
     """One round: read the backlog, decide, annotate pods, patch replicas. None when not due,
     and None until the create/resume handler has applied the owned objects in this process: kopf
     adds its finalizer (a JSON-patch that tests resourceVersion) before it runs that handler, and
@@ -167,17 +174,17 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
     generation = _generation(body)
     conditions = _conditions(body)
     deployment = render.names(name)["deployment"]
-    outcome = Outcome()
+    change = StatusChange()
 
     try:
-        current = runtime.kube.deployment_replicas(namespace, deployment)
+        current = clients.kube.deployment_replicas(namespace, deployment)
     except KubeError as exc:
         memo["next_poll"] = now + spec.scaling.poll_interval_seconds
-        outcome.events.append(Event("Warning", "KubernetesError", f"reading Deployment {deployment}: {exc}"))
-        return outcome
+        change.events.append(Event("Warning", "KubernetesError", f"reading Deployment {deployment}: {exc}"))
+        return change
     if current is None:
         memo["next_poll"] = now + spec.scaling.poll_interval_seconds
-        outcome.status = {
+        change.status = {
             "conditions": set_condition(
                 conditions,
                 "Scaling",
@@ -188,14 +195,14 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
                 now=now,
             )
         }
-        return outcome
+        return change
 
     dsn: str | None = None
     cap = count_cap(spec.scaling.max_replicas, spec.scaling.target_backlog_per_worker)
     try:
-        dsn = read_dsn(runtime.kube, namespace, spec.database.default)
-        queue = runtime.queues.get((namespace, name), dsn)
-        figures = runtime.queues.figures(
+        dsn = read_dsn(clients.kube, namespace, spec.database.default)
+        queue = clients.queues.get((namespace, name), dsn)
+        figures = clients.queues.figures(
             dsn,
             queue,
             spec.job_types,
@@ -210,9 +217,9 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
             source = secret_source(namespace, spec.database.default)
             problem = DatabaseProblem(problem.reason, f"{source}: {problem.message}")
         if dsn is not None:
-            runtime.queues.discard(dsn)
+            clients.queues.discard(dsn)
         return _database_down(
-            runtime, body, spec=spec, memo=memo, conditions=conditions, current=current, problem=problem, now=now
+            clients, body, spec=spec, memo=memo, conditions=conditions, current=current, problem=problem, now=now
         )
 
     memo["failures"] = 0
@@ -234,19 +241,19 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
         try:
             busy_note = ""
             if decision.desired < current:
-                busy_note = _mark_deletion_costs(runtime, namespace, name, spec, queue)
-            runtime.kube.scale_deployment(namespace, deployment, decision.desired)
+                busy_note = _mark_deletion_costs(clients, namespace, name, spec, queue)
+            clients.kube.scale_deployment(namespace, deployment, decision.desired)
         except (KubeError, DatabaseProblem) as exc:
-            outcome.events.append(Event("Warning", "ScalingFailed", f"{current} → {decision.desired}: {exc}"))
+            change.events.append(Event("Warning", "ScalingFailed", f"{current} → {decision.desired}: {exc}"))
         else:
             replicas = decision.desired
             status["lastScaleTime"] = timestamp(now)
-            outcome.events.append(Event("Normal", decision.reason, decision.message + busy_note))
+            change.events.append(Event("Normal", decision.reason, decision.message + busy_note))
             log.info("jobqueue %s/%s: %s%s", namespace, name, decision.message, busy_note)
 
     previous_db = get_condition(conditions, "DatabaseReachable")
     if previous_db is not None and previous_db.get("status") == "False":
-        outcome.events.append(Event("Normal", "DatabaseReachable", "the queue's database answers again"))
+        change.events.append(Event("Normal", "DatabaseReachable", "the queue's database answers again"))
     conditions = set_condition(
         conditions, "DatabaseReachable", True, "Connected", "read the backlog", generation=generation, now=now
     )
@@ -278,8 +285,8 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
             "conditions": conditions,
         }
     )
-    outcome.status = status
-    runtime.metrics.record(
+    change.status = status
+    clients.metrics.record(
         namespace,
         name,
         figures,
@@ -287,7 +294,7 @@ def autoscale(runtime: Runtime, body: Mapping[str, Any], memo: MutableMapping[st
         current=replicas,
         heartbeat_seconds=spec.lease.heartbeat_seconds,
     )
-    return outcome
+    return change
 
 
 def secret_source(namespace: str, ref: SecretRef) -> str:
@@ -319,23 +326,23 @@ def read_dsn(kube: Kube, namespace: str, ref: SecretRef) -> str:
     return value
 
 
-def _mark_deletion_costs(runtime: Runtime, namespace: str, name: str, spec: JobQueueSpec, queue: Any) -> str:
+def _mark_deletion_costs(clients: Clients, namespace: str, name: str, spec: JobQueueSpec, queue: Any) -> str:
     """Annotate worker pods so the idle ones go first; returns a note for the event."""
     held = jobs_by_owner(queue, spec.job_types)
     wanted = render.selector_labels(name)
     pods = [
         p
-        for p in runtime.kube.list_pods(namespace, render.selector_string(name))
+        for p in clients.kube.list_pods(namespace, render.selector_string(name))
         if all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
     ]
     for pod_name, cost in deletion_cost.annotations_to_set(pods, held).items():
-        runtime.kube.annotate_pod(namespace, pod_name, {render.DELETION_COST: cost})
+        clients.kube.annotate_pod(namespace, pod_name, {render.DELETION_COST: cost})
     busy = deletion_cost.busy_pods(pods, held)
     return f"; {busy} of {len(pods)} pods busy, idle ones marked to go first" if pods else ""
 
 
 def _database_down(
-    runtime: Runtime,
+    clients: Clients,
     body: Mapping[str, Any],
     *,
     spec: JobQueueSpec,
@@ -344,7 +351,7 @@ def _database_down(
     current: int,
     problem: DatabaseProblem,
     now: float,
-) -> Outcome:
+) -> StatusChange:
     """Report and back off; replicas stay as they are (an error never scales a queue down)."""
     name = body["metadata"]["name"]
     namespace = body["metadata"]["namespace"]
@@ -353,10 +360,10 @@ def _database_down(
     memo["failures"] = failures
     delay = retry_delay(spec.scaling.poll_interval_seconds, failures)
     memo["next_poll"] = now + delay
-    outcome = Outcome()
+    change = StatusChange()
     previous = get_condition(conditions, "DatabaseReachable")
     if previous is None or previous.get("status") != "False" or previous.get("reason") != problem.reason:
-        outcome.events.append(Event("Warning", problem.reason, problem.message))
+        change.events.append(Event("Warning", problem.reason, problem.message))
     conditions = set_condition(
         conditions, "DatabaseReachable", False, problem.reason, problem.message, generation=generation, now=now
     )
@@ -372,9 +379,9 @@ def _database_down(
     conditions = set_condition(
         conditions, "Ready", False, "DatabaseUnreachable", problem.message, generation=generation, now=now
     )
-    outcome.status = {"replicas": current, "lastPollTime": timestamp(now), "conditions": conditions}
+    change.status = {"replicas": current, "lastPollTime": timestamp(now), "conditions": conditions}
     log.warning("jobqueue %s/%s: database: %s", namespace, name, problem)
-    runtime.metrics.record(
+    clients.metrics.record(
         namespace, name, None, desired=None, current=current, heartbeat_seconds=spec.lease.heartbeat_seconds
     )
-    return outcome
+    return change

@@ -15,11 +15,12 @@ from typing import Any
 import kopf
 
 from pgwork.operator import controller
-from pgwork.operator.controller import Outcome, Runtime
+from pgwork.operator.controller import Clients, StatusChange
 from pgwork.operator.db import QueueCache, QueueFactory, default_factory
+from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import USER_AGENT, Kube, KubeError, configuration_from_kopf, default_configuration
 from pgwork.operator.metrics import OperatorMetrics
-from pgwork.operator.spec import GROUP, PLURAL, VERSION, SpecError
+from pgwork.operator.spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger("pgwork.operator")
 
@@ -42,15 +43,15 @@ class OperatorOptions:
     retry_backoff_seconds: float = 10.0
     queue_factory: QueueFactory = default_factory
     # Set by the startup hook; tests read it to measure and to close things.
-    runtime: Runtime | None = None
+    clients: Clients | None = None
 
 
-def _post(body: Any, outcome: Outcome, patch: Any, *, only_changes: bool = False, now: float = 0.0) -> None:
-    for event in outcome.events:
+def _post(body: Any, change: StatusChange, patch: Any, *, only_changes: bool = False, now: float = 0.0) -> None:
+    for event in change.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message[:1000])
-    status = outcome.status
+    status = change.status
     if only_changes:
-        status = controller.status_to_write(body.get("status"), outcome.status, now, controller.STATUS_REFRESH_SECONDS)
+        status = controller.status_to_write(body.get("status"), change.status, now, controller.STATUS_REFRESH_SECONDS)
     if status:
         patch.status.update(status)
 
@@ -92,13 +93,13 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         if options.metrics_port:
             metrics.serve(options.metrics_port)
         agent = USER_AGENT + (f" ({options.identity})" if options.identity else "")
-        options.runtime = Runtime(Kube(configuration, user_agent=agent), QueueCache(options.queue_factory), metrics)
+        options.clients = Clients(Kube(configuration, user_agent=agent), QueueCache(options.queue_factory), metrics)
 
     @kopf.on.cleanup(registry=registry)
     def close(**_: Any) -> None:
-        if options.runtime is not None:
-            options.runtime.queues.close_all()
-            options.runtime.kube.close()
+        if options.clients is not None:
+            options.clients.queues.close_all()
+            options.clients.kube.close()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> Any:
@@ -106,9 +107,9 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
             return options.connection
         return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
-    def runtime() -> Runtime:
-        assert options.runtime is not None, "the startup hook sets the runtime"
-        return options.runtime
+    def clients() -> Clients:
+        assert options.clients is not None, "the startup hook sets the clients"
+        return options.clients
 
     @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
@@ -116,7 +117,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
         now = time.time()
         try:
-            outcome = controller.reconcile(runtime(), body, now)
+            change = controller.reconcile(clients(), body, now)
         except SpecError as exc:
             _post(body, controller.invalid_spec(body, exc, now), patch)
             raise kopf.PermanentError(str(exc)) from None
@@ -124,20 +125,20 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
             kopf.event(body, type="Warning", reason="ApplyFailed", message=str(exc)[:1000])
             raise kopf.TemporaryError(f"applying owned objects: {exc}", delay=options.retry_backoff_seconds) from None
         memo[controller.APPLIED] = body.get("metadata", {}).get("generation")
-        _post(body, outcome, patch)
+        _post(body, change, patch)
 
     @kopf.timer(GROUP, VERSION, PLURAL, interval=options.tick_seconds, registry=registry)
     def autoscale(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
         now = time.time()
-        outcome = controller.autoscale(runtime(), body, memo, now)
-        if outcome is not None:
-            _post(body, outcome, patch, only_changes=True, now=now)
+        change = controller.autoscale(clients(), body, memo, now)
+        if change is not None:
+            _post(body, change, patch, only_changes=True, now=now)
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True, registry=registry)
     def forget(name: str, namespace: str | None, **_: Any) -> None:
         # Owned objects go with their owner (ownerReferences); only our own state is left.
-        runtime().queues.release((namespace or "", name))
-        runtime().metrics.forget(namespace or "", name)
+        clients().queues.release((namespace or "", name))
+        clients().metrics.forget(namespace or "", name)
 
     return registry
 

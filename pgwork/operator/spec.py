@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgwork.durations import parse_duration
-from pgwork.errors import InvalidArgument
 from pgwork.operator import kubenames, podtemplate
+from pgwork.operator.cron import check_cron
+from pgwork.operator.fields import Reader, SpecError, shown
 
 GROUP = "pgwork.dev"
 VERSION = "v1alpha1"
@@ -59,35 +60,8 @@ APP_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 APP_MAX = 200
 # The age `pgwork prune --older-than` takes, always with a unit (a bare number is not an age).
 OLDER_THAN_PATTERN = r"([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+"
-# The shape of a schedule; its fields are then checked one by one (the CRD checks the same ranges
-# with one long pattern, and tests/operator/test_operator_crd.py holds both to one table).
-SCHEDULE_PATTERN = r"@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\s]+([ \t]+[^\s]+){4}"
 _IMAGE = re.compile(r"[^\s\x00-\x1f\x7f]+")
-CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
-_MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
-_DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]
-# (name, low, high, names that stand for numbers): the bounds of the parser the CronJob controller
-# uses (robfig/cron v3 ParseStandard), whose day of week is 0-6 (7 is refused).
-_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
-    ("minute", 0, 59, {}),
-    ("hour", 0, 23, {}),
-    ("day of month", 1, 31, {}),
-    ("month", 1, 12, {m: i + 1 for i, m in enumerate(_MONTHS)}),
-    ("day of week", 0, 6, {d: i for i, d in enumerate(_DAYS)}),
-)
-_DIGITS = re.compile(r"[0-9]{1,2}")
-SCHEDULE_MAX = 200
 _RESERVED_ENV = frozenset({"DATABASE_URL", "POD_NAME"})
-
-
-class SpecError(InvalidArgument):
-    """A JobQueue spec the operator refuses; `field` is the path, e.g. spec.lease.heartbeatSeconds."""
-
-
-def _shown(value: Any) -> str:
-    """A bad value as quoted in a message: repr (so a newline shows as \\n), cut short."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True)
@@ -177,140 +151,12 @@ class JobQueueSpec:
     replicas: int | None
 
 
-class _Reader:
-    """Reads one section of the spec, filling defaults and naming fields in errors."""
-
-    def __init__(self, raw: Any, path: str, defaults: Mapping[str, Any]) -> None:
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, Mapping):
-            raise SpecError(path, f"must be an object, got {type(raw).__name__}", "see the JobQueue reference")
-        self.raw = raw
-        self.path = path
-        self.defaults = defaults
-
-    def field(self, name: str) -> str:
-        return f"{self.path}.{name}"
-
-    def get(self, name: str) -> Any:
-        value = self.raw.get(name)
-        return self.defaults.get(name) if value is None else value
-
-    def string(self, name: str, *, required: bool = False, fix: str = "") -> str | None:
-        value = self.get(name)
-        if value is None:
-            if required:
-                raise SpecError(self.field(name), "is required", fix or "set it")
-            return None
-        if not isinstance(value, str) or not value.strip():
-            raise SpecError(self.field(name), f"must be a non-empty string, got {_shown(value)}", fix or "set a value")
-        return value
-
-    def matching(self, name: str, rule: str, max_length: int, fix: str, *, required: bool = False) -> str | None:
-        """A string that must match `rule` whole (fullmatch: no trailing newline slips through)."""
-        value = self.string(name, required=required, fix=fix)
-        if value is not None and (len(value) > max_length or not re.fullmatch(rule, value)):
-            raise SpecError(self.field(name), f"{_shown(value)} is not allowed here", fix)
-        return value
-
-    def checked(self, name: str, valid: bool, value: str | None, fix: str) -> str | None:
-        if value is not None and not valid:
-            raise SpecError(self.field(name), f"{_shown(value)} is not allowed here", fix)
-        return value
-
-    def integer(self, name: str, low: int, high: int, fix: str) -> int:
-        value = self.get(name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise SpecError(self.field(name), f"must be a whole number, got {value!r}", fix)
-        if not low <= value <= high:
-            raise SpecError(self.field(name), f"{value} is out of range {low}..{high}", fix)
-        return value
-
-    def number(self, name: str, low: float, high: float, fix: str) -> float:
-        value = self.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SpecError(self.field(name), f"must be a number of seconds, got {value!r}", fix)
-        if not low <= value <= high:
-            raise SpecError(self.field(name), f"{value} is out of range {low}..{high}", fix)
-        return float(value)
-
-    def boolean(self, name: str) -> bool:
-        value = self.get(name)
-        if not isinstance(value, bool):
-            raise SpecError(self.field(name), f"must be true or false, got {value!r}", "write true or false")
-        return value
-
-    def strings(self, name: str) -> tuple[str, ...] | None:
-        value = self.get(name)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise SpecError(self.field(name), f"must be a list of strings, got {value!r}", 'e.g. ["pgwork"]')
-        return tuple(value)
-
-
-def check_cron(schedule: str, field: str) -> str:
-    """A CronJob schedule the API server and the CronJob controller both accept: five fields
-    (minute hour day-of-month month day-of-week) within the controller's ranges, or a macro."""
-    fix = "write five fields such as '*/5 * * * *', or @hourly/@daily"
-    if schedule.startswith("@"):
-        if schedule not in CRON_MACROS:
-            raise SpecError(field, f"{_shown(schedule)}: unknown macro", f"use one of {sorted(CRON_MACROS)}")
-        return schedule
-    if len(schedule) > SCHEDULE_MAX:
-        raise SpecError(field, f"is {len(schedule)} characters long", f"at most {SCHEDULE_MAX}; {fix}")
-    if not re.fullmatch(SCHEDULE_PATTERN, schedule) or not schedule.isascii():
-        count = len(schedule.split())
-        problem = f"has {count} fields, a schedule has 5" if count != 5 else "is not five fields separated by spaces"
-        raise SpecError(field, f"{_shown(schedule)} {problem}", fix)
-    for part, (name, low, high, names) in zip(schedule.split(), _CRON_FIELDS, strict=True):
-        for item in part.split(","):
-            _check_cron_item(item, name, low=low, high=high, names=names, field=field, schedule=schedule)
-    return schedule
-
-
-def _check_cron_item(
-    item: str, name: str, *, low: int, high: int, names: Mapping[str, int], field: str, schedule: str
-) -> None:
-    def bad(problem: str) -> SpecError:
-        return SpecError(
-            field, f"{_shown(schedule)}: {name} {problem}", f"use values {low}-{high}, *, a-b, */n or lists"
-        )
-
-    def number(text: str) -> int:
-        upper = text.upper()
-        if upper in names:
-            return names[upper]
-        # Not str.isdigit(): that accepts '²' and other digits int() and the controller refuse.
-        if not _DIGITS.fullmatch(text):
-            raise bad(f"{_shown(text)} is not a number")
-        value = int(text)
-        if not low <= value <= high:
-            raise bad(f"{value} is outside {low}-{high}")
-        return value
-
-    base, _, step = item.partition("/")
-    if step and (not _DIGITS.fullmatch(step) or not 1 <= int(step) <= high + 1):
-        raise bad(f"step {_shown(step)} must be a whole number from 1 to {high + 1}")
-    if base in ("*", "?"):
-        if base == "?" and name not in ("day of month", "day of week"):
-            raise bad("'?' is allowed only for day of month and day of week")
-        return
-    start, dash, end = base.partition("-")
-    first = number(start)
-    if dash and number(end) < first:
-        raise bad(f"range {_shown(base)} runs backwards")
-
-
-def _secret_ref(db: _Reader, name: str, default: SecretRef) -> SecretRef:
+def _secret_ref(db: Reader, name: str, default: SecretRef) -> SecretRef:
     """spec.database.<name>: {name, key}, or the default Secret when left out."""
     raw = db.raw.get(name)
     if raw is None:
         return default
-    ref = _Reader(raw, db.field(name), {"key": "dsn"})
+    ref = Reader(raw, db.field(name), {"key": "dsn"})
     secret = ref.string("name", required=True, fix=_NAME_FIX)
     ref.checked("name", kubenames.is_dns1123_subdomain(secret), secret, _NAME_FIX)
     key = ref.string("key")
@@ -332,9 +178,9 @@ ROLE_SECRETS = ("migrationsSecret", "workersSecret", "maintenanceSecret")
 
 def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     """The typed spec with defaults applied. Raises SpecError naming the first bad field."""
-    root = _Reader(spec, "spec", {})
+    root = Reader(spec, "spec", {})
 
-    db = _Reader(root.raw.get("database"), "spec.database", DEFAULTS["database"])
+    db = Reader(root.raw.get("database"), "spec.database", DEFAULTS["database"])
     if root.raw.get("database") is None:
         raise SpecError("spec.database", "is required", "name the Secret holding the DSN: database.secretName")
     if "dsn" in db.raw or "url" in db.raw:
@@ -371,7 +217,7 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
         ):
             raise SpecError(
                 f"spec.jobTypes[{i}]",
-                f"{_shown(job_type)} is not a job type",
+                f"{shown(job_type)} is not a job type",
                 f"1-{JOB_TYPE_MAX} characters: letters, digits and _ . : / @ + = -, starting with a letter, "
                 "digit or _ (no commas, spaces, $ or parentheses; a leading - would read as a flag)",
             )
@@ -379,10 +225,10 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
             raise SpecError(f"spec.jobTypes[{i}]", f"{job_type!r} is listed twice", "list each job type once")
         seen.add(job_type)
 
-    worker = _parse_worker(_Reader(root.raw.get("worker"), "spec.worker", DEFAULTS["worker"]))
-    scaling = _parse_scaling(_Reader(root.raw.get("scaling"), "spec.scaling", DEFAULTS["scaling"]))
+    worker = _parse_worker(Reader(root.raw.get("worker"), "spec.worker", DEFAULTS["worker"]))
+    scaling = _parse_scaling(Reader(root.raw.get("scaling"), "spec.scaling", DEFAULTS["scaling"]))
 
-    ls = _Reader(root.raw.get("lease"), "spec.lease", DEFAULTS["lease"])
+    ls = Reader(root.raw.get("lease"), "spec.lease", DEFAULTS["lease"])
     lease = LeaseSpec(
         ls.number("durationSeconds", 1, 86400, "e.g. 30"),
         ls.number("heartbeatSeconds", 0.1, 86400, "e.g. 10"),
@@ -394,7 +240,7 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
             "renew at least three times per lease, e.g. heartbeatSeconds 10 with durationSeconds 30",
         )
 
-    rp = _Reader(root.raw.get("reaper"), "spec.reaper", DEFAULTS["reaper"])
+    rp = Reader(root.raw.get("reaper"), "spec.reaper", DEFAULTS["reaper"])
     schedule = rp.string("schedule")
     assert schedule is not None
     reaper = ReaperSpec(
@@ -410,7 +256,7 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
             "make everySeconds at most loopSeconds, or set loopSeconds 0 for one pass per run",
         )
 
-    rt = _Reader(root.raw.get("retention"), "spec.retention", DEFAULTS["retention"])
+    rt = Reader(root.raw.get("retention"), "spec.retention", DEFAULTS["retention"])
     older_than = rt.string("olderThan")
     assert older_than is not None
     try:
@@ -420,7 +266,7 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     except ValueError:
         raise SpecError(
             "spec.retention.olderThan",
-            f"{_shown(older_than)} is not a duration with a unit",
+            f"{shown(older_than)} is not a duration with a unit",
             "e.g. 7d, 36h, 90m; a bare number is refused (seconds or days?)",
         ) from None
     retention_schedule = rt.string("schedule")
@@ -436,7 +282,7 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     return JobQueueSpec(database, tuple(job_types), worker, scaling, lease, reaper, retention, replicas)
 
 
-def _parse_worker(w: _Reader) -> WorkerSpec:
+def _parse_worker(w: Reader) -> WorkerSpec:
     image = w.string("image", required=True, fix="name the worker image, e.g. registry.example/ocr:1.2")
     w.checked(
         "image",
@@ -474,7 +320,7 @@ def _parse_worker(w: _Reader) -> WorkerSpec:
         if not kubenames.is_env_name(name):
             raise SpecError(
                 f"{w.field('env')}[{i}].name",
-                f"{_shown(name)} is not a variable name",
+                f"{shown(name)} is not a variable name",
                 "letters, digits, '_', '-' and '.', not starting with a digit, e.g. LOG_LEVEL",
             )
         if name in _RESERVED_ENV:
@@ -516,7 +362,7 @@ def _parse_worker(w: _Reader) -> WorkerSpec:
     )
 
 
-def _parse_scaling(s: _Reader) -> ScalingSpec:
+def _parse_scaling(s: Reader) -> ScalingSpec:
     scaling = ScalingSpec(
         min_replicas=s.integer("minReplicas", 0, 10_000, "0 lets an idle queue scale to zero"),
         max_replicas=s.integer("maxReplicas", 1, 10_000, "the most workers to run"),
@@ -541,7 +387,7 @@ def check_name(name: Any) -> str:
     if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not kubenames.DNS1035_LABEL.fullmatch(name):
         raise SpecError(
             "metadata.name",
-            f"{_shown(name)} is not usable",
+            f"{shown(name)} is not usable",
             f"at most {MAX_NAME_LENGTH} lower-case letters, digits and '-', starting with a letter "
             "(the metrics Service NAME-metrics must start with a letter; the CronJob NAME-reaper "
             "must stay within 52 characters)",

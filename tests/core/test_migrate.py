@@ -321,12 +321,7 @@ def _at_version_before_latest(dsn: str) -> int:
     """The schema as the release before the newest migration left it (no version number written
     here: the newest migration may be renumbered)."""
     previous = latest_version() - 1
-    with psycopg.connect(dsn) as conn:
-        conn.execute(sql_files.query("migrate_bootstrap"))
-        for migration in sql_files.migrations():
-            if migration.version <= previous:
-                conn.execute(migration.sql)
-                conn.execute(sql_files.query("migrate_record"), {"version": migration.version, "name": migration.name})
+    _at_version(dsn, previous)
     return previous
 
 
@@ -367,6 +362,33 @@ def test_previous_version_with_jobs_in_every_state_gains_the_typed_claim_and_the
             assert len(q.claim("new-pod", limit=100)) == 30  # the untyped claim: the rest
         with psycopg.connect(empty_dsn) as conn:
             indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'jobs'")}
-        assert {"jobs_claim_idx", "jobs_claim_type_idx", "jobs_pending_due_idx", "jobs_running_type_idx"} <= indexes
+        assert {"jobs_claim_idx", "jobs_claim_type_idx", "jobs_pending_due_idx", "jobs_dead_type_idx"} <= indexes
     finally:
         _drop_roles(empty_dsn, [reader])
+
+
+def _at_version(dsn: str, version: int) -> None:
+    """A database migrated by hand to `version` exactly, as an older pgwork left it."""
+    _at_version_1(dsn)
+    with psycopg.connect(dsn) as conn:
+        for migration in sql_files.migrations()[1:version]:
+            conn.execute(migration.sql)
+            conn.execute(sql_files.query("migrate_record"), {"version": migration.version, "name": migration.name})
+
+
+def test_version_3_database_moves_to_hot_heartbeats_with_every_job_intact(empty_dsn: str) -> None:
+    _at_version(empty_dsn, 3)
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute(V1_JOBS)
+        assert conn.execute("SELECT to_regclass('pgwork.jobs_lease_idx')").fetchone() != (None,)
+    before = _snapshot(empty_dsn)
+    ids = _by_key(empty_dsn)
+    assert migrate(empty_dsn)[0] == 4
+    assert _snapshot(empty_dsn) == before
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('pgwork.jobs_lease_idx')").fetchone() == (None,)
+    with Queue(empty_dsn) as q:
+        # The lease held across the upgrade renews; the lapsed one is reaped through the new index.
+        held = Lease(ids["running"], uuid.UUID("11111111-1111-1111-1111-111111111111"), "old-pod", 1)
+        assert q.heartbeat(held).name == "HELD"
+        assert [r.id for r in q.reap()] == [ids["lapsed"]]

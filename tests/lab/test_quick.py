@@ -50,6 +50,7 @@ def test_quick_bench_checks_pgworks_facts_and_writes_csv_markdown_and_plots(admi
         "drain",
         "wake",
         "wake-drain",
+        "heartbeat",
         "noisy-neighbour",
         "backlog-reading",
     }
@@ -86,10 +87,17 @@ def test_quick_bench_checks_pgworks_facts_and_writes_csv_markdown_and_plots(admi
     for series in ("--batch 1 --concurrency 1", "--batch 100 --concurrency 1"):
         assert figure("wake-drain", series, "1 worker", "claims") == figure("wake-drain", series, "1 worker", "jobs")
 
-    # A claim for B never reads A's backlog; the v3 claim (the control) reads all of it.
+    # Heartbeats: every design renewed every lease (a lost one is a correctness failure, exit 1), and
+    # schema 4's renewals write less WAL than schema 3's lease index made them write.
+    steady = {
+        d: int(figure("heartbeat", d, "50 running", "WAL per round")) for d in ("lease index, ff 85", "HOT, ff 85")
+    }
+    assert steady["HOT, ff 85"] < steady["lease index, ff 85"], steady
+    assert figure("heartbeat", "lease index, ff 85", "50 running", "HOT renewals") in ("0", "0.0")
+    # A claim for B never reads A's backlog; the schema 4 claim (the control) reads all of it.
     assert "jobs_claim_type_idx" in figure("noisy-neighbour", "pgwork claim for B", "20000", "claim scan")
     assert figure("noisy-neighbour", "pgwork claim for B", "20000", "rows removed by filter") == "0"
-    assert figure("noisy-neighbour", "v3 claim for B (control)", "20000", "rows removed by filter") == "20000"
+    assert figure("noisy-neighbour", "schema 4 claim for B (control)", "20000", "rows removed by filter") == "20000"
     # The backlog experiment checked its capped counts against the exact ones (a violation fails the run).
     assert figure("backlog-reading", "operator poll (capped at 201)", "20000", "buffers")
 
@@ -101,8 +109,9 @@ def test_quick_bench_checks_pgworks_facts_and_writes_csv_markdown_and_plots(admi
         "## 4. Crash timeline",
         "## 5. Throughput",
         "## 6. The worker process",
-        "## 7. Noisy neighbour",
-        "## 8. The operator's backlog reading",
+        "## 7. Heartbeat cost",
+        "## 8. Noisy neighbour",
+        "## 9. The operator's backlog reading",
     ):
         assert heading in doc
     assert "| skiplocked | 4 | 40 | 40 | 0 | 0 |" in doc

@@ -15,7 +15,8 @@ import pytest
 import re2
 import yaml
 
-from pgwork.operator.spec import DEFAULTS, SpecError, check_name, parse_spec
+from pgwork.operator.fields import SpecError
+from pgwork.operator.spec import DEFAULTS, check_name, parse_spec
 
 CRD = yaml.safe_load(resources.files("pgwork.operator").joinpath("crd.yaml").read_text())
 VERSION = CRD["spec"]["versions"][0]

@@ -378,9 +378,9 @@ def test_scale_subresource_replicas_are_followed_within_bounds(
 def test_deleting_the_jobqueue_closes_its_database_pool(
     operator: OperatorThread, client: Kube, namespace: str, dsn: str
 ) -> None:
-    runtime = operator.options.runtime
-    assert runtime is not None
+    clients = operator.options.clients
+    assert clients is not None
     _ready_jobqueue(client, namespace, "ocr", dsn)
-    assert runtime.queues.open_count() >= 1
+    assert clients.queues.open_count() >= 1
     client.request("DELETE", stories.jobqueues_path(namespace, "ocr"))
-    eventually(lambda: runtime.queues.open_count() == 0, what="the Queue closed after the delete")
+    eventually(lambda: clients.queues.open_count() == 0, what="the Queue closed after the delete")

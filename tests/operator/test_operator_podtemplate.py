@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from pgwork.operator import podtemplate
+from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube
 from pgwork.operator.render import CONTAINER_SECURITY, TMP_MOUNT, render_all, selector_labels
-from pgwork.operator.spec import SpecError
 from tests.operator import stories
 from tests.operator.harness import OperatorThread, eventually
 from tests.support.waiting import stays

@@ -8,8 +8,8 @@ import kubernetes_validate
 import pytest
 
 from pgwork.durations import parse_duration
+from pgwork.operator.fields import SpecError
 from pgwork.operator.render import DELETION_COST, names, render_all, seconds_flag, selector_string
-from pgwork.operator.spec import SpecError
 
 UID = "0b6f2d6e-1111-4a8e-9f3a-5c2a9c3f0001"
 

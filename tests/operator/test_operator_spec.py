@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from pgwork.operator.spec import DEFAULTS, SpecError, check_cron, check_name, parse_spec
+from pgwork.operator.cron import check_cron
+from pgwork.operator.fields import SpecError
+from pgwork.operator.spec import DEFAULTS, check_name, parse_spec
 
 MINIMAL: dict[str, Any] = {
     "database": {"secretName": "db"},

@@ -20,7 +20,8 @@ import pytest
 from pgwork.db import JobRow, Queue, migrate
 from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
-from pgwork.operator.spec import SpecError, parse_spec
+from pgwork.operator.fields import SpecError
+from pgwork.operator.spec import parse_spec
 from pgwork.tools.chaos.server import PrivateServer
 from tests.reliability.helpers import env, one_line_error, pgwork, worker
 from tests.support.waiting import stays, wait_for

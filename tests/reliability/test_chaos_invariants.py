@@ -18,13 +18,13 @@ from psycopg.rows import dict_row
 from pgwork.models import Completion
 from pgwork.queue import Queue
 from pgwork.tools.chaos import SQL, invariants
-from pgwork.tools.chaos.invariants import REAPER_APP, Figures, violations
+from pgwork.tools.chaos.invariants import REAPER_APP, InvariantCounts, violations
 from tests.support.waiting import wait_for
 
-CLEAN = Figures(**{f.name: 0 for f in dataclasses.fields(Figures)})
+CLEAN = InvariantCounts(**{f.name: 0 for f in dataclasses.fields(InvariantCounts)})
 
 
-def _figures(**changes: int) -> Figures:
+def _figures(**changes: int) -> InvariantCounts:
     return dataclasses.replace(CLEAN, **changes)
 
 
@@ -47,7 +47,7 @@ def _figures(**changes: int) -> Figures:
         (_figures(jobs=3, succeeded=1, dead=1), 3, "do not add up"),
     ],
 )
-def test_violations_table(figures: Figures, expected: int, fragment: str | None) -> None:
+def test_violations_table(figures: InvariantCounts, expected: int, fragment: str | None) -> None:
     found = violations(figures, expected_jobs=expected)
     if fragment is None:
         assert found == []
@@ -87,7 +87,7 @@ def worker_queue(chaos_dsn: str) -> Iterator[Queue]:
         yield q
 
 
-def _read(dsn: str) -> Figures:
+def _read(dsn: str) -> InvariantCounts:
     with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
         return invariants.read(conn)
 

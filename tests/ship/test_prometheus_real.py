@@ -358,9 +358,9 @@ def stack(databases: Any, migrated_template: str) -> Iterator[Stack]:
         emulator.stop()
         print("\nmeasured time to firing (s):", json.dumps(stack.timings, indent=1))
         shutil.rmtree(workdir, ignore_errors=True)
-        # kopf's sessions to the emulator hang off the operator's runtime; drop them here, so their
+        # kopf's sessions to the emulator hang off the operator's clients; drop them here, so their
         # ResourceWarnings (errors under filterwarnings=error) are not raised in some later test.
-        options.runtime = None
+        options.clients = None
         del operator, options, stack
         collect_leftovers()
 

@@ -97,7 +97,7 @@ class FaultRecord:
 @dataclass
 class Report:
     config: Config
-    figures: invariants.Figures
+    figures: invariants.InvariantCounts
     faults: Counter[FaultKind]
     worker_crashes: int
     password_leaks: int

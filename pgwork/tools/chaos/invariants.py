@@ -13,7 +13,7 @@ REAPER_APP = "pgwork-chaos-reaper"
 
 
 @dataclass(frozen=True)
-class Figures:
+class InvariantCounts:
     jobs: int
     succeeded: int
     dead: int
@@ -40,14 +40,16 @@ class Figures:
         return self.stale_writes + self.writes_after_resume + self.results_not_by_holder
 
 
-def read(conn: AnyConnection) -> Figures:
+def read(conn: AnyConnection) -> InvariantCounts:
     row = conn.execute(SQL.query("figures"), {"reaper": REAPER_APP}).fetchone()
     assert row is not None
-    names = {f.name for f in dataclasses.fields(Figures)}
-    return Figures(**{k: int(v) for k, v in dict(row).items() if k in names})
+    names = {f.name for f in dataclasses.fields(InvariantCounts)}
+    return InvariantCounts(**{k: int(v) for k, v in dict(row).items() if k in names})
 
 
-def violations(f: Figures, *, expected_jobs: int, worker_crashes: int = 0, password_leaks: int = 0) -> list[str]:
+def violations(
+    f: InvariantCounts, *, expected_jobs: int, worker_crashes: int = 0, password_leaks: int = 0
+) -> list[str]:
     """Every broken invariant, in words. Empty means the run kept every promise."""
     out: list[str] = []
 
@@ -76,7 +78,7 @@ def violations(f: Figures, *, expected_jobs: int, worker_crashes: int = 0, passw
     return out
 
 
-def lost_jobs(f: Figures, expected_jobs: int) -> int:
+def lost_jobs(f: InvariantCounts, expected_jobs: int) -> int:
     return max(0, expected_jobs - f.jobs) + f.missing_results
 
 

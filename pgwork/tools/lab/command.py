@@ -21,6 +21,7 @@ from pgwork.tools.lab import (
     claims,
     crash,
     drain,
+    heartbeat,
     held,
     history,
     noisy,
@@ -39,6 +40,7 @@ EXPERIMENTS: dict[str, Any] = {
     "crash": crash,
     "drain": drain,
     "wake": wake,
+    "heartbeat": heartbeat,
     "noisy": noisy,
     "backlog": backlog,
 }

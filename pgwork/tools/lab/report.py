@@ -192,6 +192,14 @@ def side_by_side(rows: Sequence[Row]) -> list[tuple[str, str, str]]:
     return [(f, r, here if here.replace("vs", "").replace("for", "").strip() else "not run") for f, r, here in out]
 
 
+def _section(title: str, rows: Sequence[Row], prose: str, axes: tuple[str, str]) -> list[str]:
+    """A numbered section: its heading, when it ran, what it measures, and its table (once run)."""
+    parts = [title, "", _run_note(rows), "", prose, ""]
+    if rows:
+        parts += [render_pivot(pivot(rows), *axes), ""]
+    return parts
+
+
 def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     """The whole of docs/benchmarks.md. `plots` are image paths relative to docs/."""
     parts = [
@@ -279,8 +287,9 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         parts += ["```", ""]
         parts += [
             "`shared hit` counts the whole UPDATE: finding and locking the row, then writing the new row "
-            "version and its entries in `jobs_pkey` and `jobs_lease_idx` (a status change is never a HOT "
-            "update: status is in the partial indexes' predicates). `finding the row` is the LockRows "
+            "version and its entries in `jobs_pkey` and the in-flight index (`jobs_lease_idx` before schema 4, "
+            "`jobs_running_idx` since; a status change is never a HOT update: status is in the partial "
+            "indexes' predicates). `finding the row` is the LockRows "
             "subtree alone. `partial index, rebuilt` is the same claim index after `REINDEX` at the end: "
             "what it gives back is what the stages' claims cost by emptying the head of a FIFO index, "
             "which history does not touch.",
@@ -320,33 +329,43 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         parts.append("")
     parts += [_quote(reference.CRASH), ""]
 
-    drain = select(rows, "drain")
-    parts += ["## 5. Throughput on trivial jobs", "", _run_note(drain), ""]
-    parts += [
+    parts += _section(
+        "## 5. Throughput on trivial jobs",
+        select(rows, "drain"),
         "No work at all: claim, then finish. `finish each` = one fenced `succeed` per job; "
         "`finish many` = the batch's fenced completions in one `succeed_many` statement. "
         "synchronous_commit is the server default. Claim and finish time are summed over the claimers.",
-        "",
-    ]
-    if drain:
-        parts += [render_pivot(pivot(drain), "case", "claimers"), ""]
+        ("case", "claimers"),
+    )
     parts += [f"![{p}]({p})" for p in plots if "drain" in p]
     parts.append("")
 
-    wake = select(rows, "wake")
-    parts += ["## 6. The worker process", "", _run_note(wake), ""]
-    parts += [
+    parts += _section(
+        "## 6. The worker process",
+        select(rows, "wake"),
         "Real `pgwork worker` processes, as a Deployment runs them. Wake-up: an idle worker that polls only "
         "every 5 minutes, so only LISTEN/NOTIFY can wake it; one job at a time, latency from the row "
         "(`created_at` to `started_at`, both the server's clock). Then one `--burst` worker drains trivial "
         "jobs; the rate is read from the rows (first claim to last completion), claims are the summed "
         "`attempt_count`, peak RSS is the process's VmHWM.",
-        "",
-    ]
-    if wake:
-        parts += [render_pivot(pivot(wake), "worker", "polling"), ""]
+        ("worker", "polling"),
+    )
     wake_drain = select(rows, "wake-drain")
     if wake_drain:
         parts += [render_pivot(pivot(wake_drain), "options", "workers"), ""]
+
+    parts += _section(
+        "## 7. Heartbeat cost",
+        select(rows, "heartbeat"),
+        "Jobs claimed and held by 16 workers; each round every worker renews its leases as `pgwork worker` "
+        "does (one `heartbeat_many` in its own transaction) and the round's WAL is read from "
+        "`pg_current_wal_lsn()`. `lease index, ff 85` is schema 3 (an index on `lease_expires_at`, so no "
+        "renewal could be a HOT update); `HOT` is schema 4 (no index holds a column a heartbeat writes) at "
+        "fillfactor 85 and 50; `lease per worker` renews one row per worker, as procrastinate does (it keeps "
+        "no per-job expiry). The round after a CHECKPOINT writes a full-page image per touched page; it is "
+        "shown apart from the steady rounds (median).",
+        ("design", "jobs"),
+    )
+
     parts += report_tenancy.render(rows, plots)
     return "\n".join(parts).rstrip() + "\n"

@@ -131,7 +131,7 @@ SELECT count(*) AS rows FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.j
 DELETE FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.job_type = %(job_type)s;
 
 -- name: v3_claim
--- The control: the claim of schema versions 2-3, whose one index (jobs_claim_idx) has no job type,
+-- The control: the claim of schema versions 2-4, whose one index (jobs_claim_idx) has no job type,
 -- so the type is a filter applied to every pending row ahead of the first match. Run under EXPLAIN
 -- ANALYZE and rolled back, on the same table as pgwork's claim.
 UPDATE pgwork.jobs AS j
@@ -150,7 +150,7 @@ UPDATE pgwork.jobs AS j
 RETURNING j.id, j.job_type;
 
 -- name: v3_queue_stats
--- The control: the backlog reading of schema versions 1-3 (every live row counted), as the
+-- The control: the backlog reading of schema versions 1-4 (every live row counted), as the
 -- operator's poll ran it. Ages as epochs so infinite timestamps cannot stop it here.
 WITH live AS (
     SELECT j.job_type, j.status, j.available_at, j.created_at, j.attempt_count, j.heartbeat_at
@@ -180,3 +180,46 @@ SELECT * FROM pgwork.backlog(NULL, %(cap)s::integer, now());
 
 -- name: exact_backlog
 SELECT * FROM pgwork.backlog(NULL, NULL, now());
+
+
+-- The heartbeat-cost experiment (heartbeat.py): the same renewals under each lease design.
+-- name: wal_lsn
+SELECT pg_current_wal_lsn()::text AS lsn;
+
+-- name: wal_since
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %(lsn)s::pg_lsn)::bigint AS bytes;
+
+-- name: xact_updates
+SELECT pg_stat_get_xact_tuples_updated('pgwork.jobs'::regclass) AS updated,
+       pg_stat_get_xact_tuples_hot_updated('pgwork.jobs'::regclass) AS hot;
+
+-- name: checkpoint
+CHECKPOINT;
+
+-- name: fillfactor_85
+ALTER TABLE pgwork.jobs SET (fillfactor = 85);
+
+-- name: fillfactor_50
+ALTER TABLE pgwork.jobs SET (fillfactor = 50);
+
+-- Schema version 1's reaper index: every heartbeat changed its column, so no renewal was HOT.
+-- name: create_v1_lease_index
+CREATE INDEX IF NOT EXISTS lab_v1_lease_idx ON pgwork.jobs (lease_expires_at) WHERE status = 'running';
+
+-- name: drop_v1_lease_index
+DROP INDEX IF EXISTS pgwork.lab_v1_lease_idx;
+
+-- A lease per worker, as procrastinate keeps it: one row per worker renewed, whatever it holds.
+-- name: create_worker_leases
+CREATE TABLE IF NOT EXISTS pgwork_lab.worker_leases (
+    owner text PRIMARY KEY, heartbeat_at timestamptz NOT NULL, lease_expires_at timestamptz NOT NULL
+);
+TRUNCATE pgwork_lab.worker_leases;
+
+-- name: fill_worker_leases
+INSERT INTO pgwork_lab.worker_leases SELECT o, now(), now() + interval '30 seconds' FROM unnest(%(owners)s::text[]) AS o;
+
+-- name: renew_worker_lease
+UPDATE pgwork_lab.worker_leases
+   SET heartbeat_at = now(), lease_expires_at = now() + interval '30 seconds'
+ WHERE owner = %(owner)s;

@@ -1,6 +1,6 @@
--- pgwork schema, version 4: one queue's backlog costs nothing to another's.
+-- pgwork schema, version 5: one queue's backlog costs nothing to another's.
 --
--- Many JobQueues share one database. Up to version 3 the claim index had no job type, so a claim
+-- Many JobQueues share one database. Up to version 4 the claim index had no job type, so a claim
 -- for `embed` walked past every pending `ocr` row (measured: 200,000 pending ocr, 10 embed: 88 ms
 -- and 3,918 buffers per claim, against 0.4 ms and 4), and pgwork.queue_stats counted every live
 -- row on every operator poll (252 ms at 200,000 pending). Here:
@@ -12,14 +12,13 @@
 --     (a row written by plain SQL made queue_stats fail for every type).
 --
 -- The indexes are built inside the migration's transaction (CREATE INDEX, not CONCURRENTLY): they
--- cover only pending, running and dead rows, so the build is short unless millions are pending;
--- writes to pgwork.jobs wait for it.
+-- cover only pending and dead rows, so the build is short unless millions are pending; writes to
+-- pgwork.jobs wait for it. None holds a column a heartbeat writes (version 4: renewals stay HOT).
 
 -- Claims: the type first, then the claim's ORDER BY, so a claim for B starts at B's head.
 CREATE INDEX jobs_claim_type_idx ON pgwork.jobs (job_type, priority, available_at, id) WHERE status = 'pending';
 -- The backlog's questions, each a range or the head of its type's part of an index.
 CREATE INDEX jobs_pending_due_idx ON pgwork.jobs (job_type, available_at) WHERE status = 'pending';
-CREATE INDEX jobs_running_type_idx ON pgwork.jobs (job_type, heartbeat_at) WHERE status = 'running';
 CREATE INDEX jobs_dead_type_idx ON pgwork.jobs (job_type, completed_at) WHERE status = 'dead';
 -- Retrying jobs by type (retrying_jobs() reads them all and sorts; it never used the order).
 DROP INDEX pgwork.jobs_retrying_idx;
@@ -94,11 +93,13 @@ $$;
 -- cap"; the operator passes maxReplicas x targetBacklogPerWorker + 1, past which every count asks
 -- for the same replicas. oldest_wait_seconds is how long the longest-due ready job has been due
 -- (now - available_at, the head of jobs_pending_due_idx); max_heartbeat_age_seconds the oldest
--- running heartbeat (the head of jobs_running_type_idx). Rows whose timestamp is infinite are
--- counted but give no age. With job_types NULL, the types are read off the indexes by skipping
--- from one type to the next (a few buffers per type); with job_types given, each named type is
--- answered, with zeros when it has no live job. plpgsql, so a session (the operator's pooled
--- connection) plans it once, not on every poll as a SECURITY DEFINER sql function would be.
+-- running heartbeat. Running figures come from one pass over the jobs in flight (jobs_running_idx):
+-- the fleet bounds them, and indexing heartbeat_at would end HOT heartbeats. Rows whose timestamp
+-- is infinite are counted but give no age. With job_types NULL, the pending and dead types are
+-- read off the indexes by skipping from one type to the next (a few buffers per type); with
+-- job_types given, each named type is answered, with zeros when it has no live job. plpgsql, so
+-- a session (the operator's pooled connection) plans it once, not on every poll as a SECURITY
+-- DEFINER sql function would be.
 CREATE FUNCTION pgwork.backlog(job_types text[] DEFAULT NULL, cap integer DEFAULT NULL, at timestamptz DEFAULT now())
 RETURNS TABLE (
     job_type text, ready bigint, scheduled bigint, retrying bigint, running bigint, dead bigint,
@@ -112,11 +113,12 @@ BEGIN
         UNION ALL
         SELECT (SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.job_type > p.t)
           FROM pending_types AS p WHERE p.t IS NOT NULL
-    ), running_types(t) AS (
-        SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'running' AND job_types IS NULL
-        UNION ALL
-        SELECT (SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'running' AND j.job_type > r.t)
-          FROM running_types AS r WHERE r.t IS NOT NULL
+    ), in_flight(t, n, oldest) AS (
+        SELECT j.job_type, count(*),
+               min(j.heartbeat_at) FILTER (WHERE j.heartbeat_at > '-infinity' AND j.heartbeat_at < 'infinity')
+          FROM pgwork.jobs AS j
+         WHERE j.status = 'running' AND (job_types IS NULL OR j.job_type = ANY (job_types))
+         GROUP BY j.job_type
     ), dead_types(t) AS (
         SELECT min(j.job_type) FROM pgwork.jobs AS j WHERE j.status = 'dead' AND job_types IS NULL
         UNION ALL
@@ -125,7 +127,7 @@ BEGIN
     ), types(t) AS (
         SELECT u.t FROM unnest(job_types) AS u(t)
         UNION SELECT p.t FROM pending_types AS p WHERE p.t IS NOT NULL
-        UNION SELECT r.t FROM running_types AS r WHERE r.t IS NOT NULL
+        UNION SELECT r.t FROM in_flight AS r
         UNION SELECT d.t FROM dead_types AS d WHERE d.t IS NOT NULL
     )
     SELECT w.t,
@@ -138,8 +140,7 @@ BEGIN
            (SELECT count(*) FROM (SELECT 1 FROM pgwork.jobs AS j
                                    WHERE j.status = 'pending' AND j.attempt_count > 0 AND j.job_type = w.t
                                    LIMIT cap) AS n),
-           (SELECT count(*) FROM (SELECT 1 FROM pgwork.jobs AS j
-                                   WHERE j.status = 'running' AND j.job_type = w.t LIMIT cap) AS n),
+           least(coalesce(r.n, 0), cap),
            (SELECT count(*) FROM (SELECT 1 FROM pgwork.jobs AS j
                                    WHERE j.status = 'dead' AND j.job_type = w.t LIMIT cap) AS n),
            coalesce((SELECT greatest(extract(epoch FROM at) - extract(epoch FROM j.available_at), 0)
@@ -147,12 +148,8 @@ BEGIN
                       WHERE j.status = 'pending' AND j.job_type = w.t
                         AND j.available_at > '-infinity' AND j.available_at <= at
                       ORDER BY j.available_at LIMIT 1), 0)::double precision,
-           coalesce((SELECT greatest(extract(epoch FROM at) - extract(epoch FROM j.heartbeat_at), 0)
-                       FROM pgwork.jobs AS j
-                      WHERE j.status = 'running' AND j.job_type = w.t
-                        AND j.heartbeat_at > '-infinity' AND j.heartbeat_at < 'infinity'
-                      ORDER BY j.heartbeat_at LIMIT 1), 0)::double precision
-      FROM types AS w
+           coalesce(greatest(extract(epoch FROM at) - extract(epoch FROM r.oldest), 0), 0)::double precision
+      FROM types AS w LEFT JOIN in_flight AS r ON r.t = w.t
      ORDER BY w.t;
 END
 $$;

@@ -1,0 +1,131 @@
+"""Experiment 7: what keeping leases alive costs, in WAL, with many jobs running.
+
+N jobs are claimed by W workers and held; each round every worker renews its leases the way
+`pgwork worker` does (one `heartbeat_many` statement, in its own transaction), and the WAL the
+round wrote is read from pg_current_wal_lsn(). The same renewals run under four designs:
+
+- `lease index, ff 85`: schema version 3, whose reaper index on lease_expires_at made every
+  renewal a non-HOT update (a new row version elsewhere plus an entry in every index);
+- `HOT, ff 85` and `HOT, ff 50`: schema version 4 (no index on a column a heartbeat writes) at
+  the table's fillfactor and at 50, which leaves a page room for a second version of every row;
+- `lease per worker`: the shape procrastinate uses, one row per worker renewed, whatever it holds
+  (the baseline: it keeps no per-job expiry, which pgwork's fencing needs).
+
+The first round after a CHECKPOINT pays a full-page image for each page it touches; it is
+reported on its own, the steady rounds after it as the median. On a server other clients write
+to, their WAL counts too: the lab's embedded server (no --dsn) has no other clients.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pgwork.models import Lease, LeaseState
+from pgwork.tools.lab.labdb import JOB_TYPE, LabDatabase
+from pgwork.tools.lab.results import Measurement, Outcome
+
+NAME = "heartbeat"
+TODAY = "lease index, ff 85"
+DESIGNS = (TODAY, "HOT, ff 85", "HOT, ff 50", "lease per worker")
+HEARTBEAT_SECONDS = 10.0  # the worker's default: a third of the 30 s lease
+
+
+@dataclass(frozen=True)
+class Plan:
+    running: tuple[int, ...]
+    workers: int
+    rounds: int  # steady rounds after the one that follows the checkpoint
+
+
+def plan(quick: bool) -> Plan:
+    if quick:
+        return Plan(running=(50,), workers=4, rounds=3)
+    return Plan(running=(200, 1000), workers=16, rounds=20)
+
+
+@dataclass
+class Tally:
+    wal: list[int]
+    updated: int = 0
+    hot: int = 0
+    lost: int = 0
+
+
+def _prepare(lab: LabDatabase, design: str, running: int, workers: int) -> dict[str, list[Lease]]:
+    lab.reset()
+    lab.run("drop_v1_lease_index")
+    lab.run("fillfactor_50" if design == "HOT, ff 50" else "fillfactor_85")
+    if design == TODAY:
+        lab.run("create_v1_lease_index")
+    lab.enqueue(running)
+    per_worker = -(-running // workers)
+    leases = {}
+    for w in range(workers):
+        owner = f"lab-hb-{w + 1}"
+        claimed = lab.queue.claim(owner, job_types=[JOB_TYPE], limit=per_worker, lease=300)
+        leases[owner] = [c.lease for c in claimed]
+    if design == "lease per worker":
+        lab.run("create_worker_leases")
+        lab.run("fill_worker_leases", {"owners": list(leases)})
+    lab.run("vacuum_analyze")  # the steady state autovacuum keeps: the claims' old versions gone
+    return leases
+
+
+def _round(lab: LabDatabase, design: str, leases: dict[str, list[Lease]], tally: Tally) -> int:
+    start = str(lab.one("wal_lsn")["lsn"])
+    for owner, held in leases.items():
+        if design == "lease per worker":
+            lab.run("renew_worker_lease", {"owner": owner})
+            continue
+        with lab.conn.transaction():
+            states = lab.queue.heartbeat_many(held, lease_seconds=300, conn=lab.conn)
+            counts = lab.one("xact_updates")
+        tally.lost += sum(1 for s in states.values() if s is not LeaseState.HELD)
+        tally.updated += int(counts["updated"])
+        tally.hot += int(counts["hot"])
+    return int(lab.one("wal_since", {"lsn": start})["bytes"])
+
+
+def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
+    out: list[Measurement] = []
+    violations: list[str] = []
+    facts = 0
+    try:
+        for running in p.running:
+            today: float | None = None
+            for design in DESIGNS:
+                leases = _prepare(lab, design, running, p.workers)
+                held = sum(len(v) for v in leases.values())
+                if held != running:
+                    violations.append(f"heartbeat: {design}: claimed {held} of {running} jobs")
+                lab.run("checkpoint")
+                tally = Tally([])
+                after_checkpoint = _round(lab, design, leases, tally)
+                tally.updated = tally.hot = 0
+                for _ in range(p.rounds):
+                    tally.wal.append(_round(lab, design, leases, tally))
+                steady = statistics.median(tally.wal)
+                if design == TODAY:
+                    today = steady
+                facts += 1
+                if tally.lost:
+                    violations.append(f"heartbeat: {design}: {tally.lost} renewals lost a lease nobody else took")
+                x = f"{running} running"
+                out += [
+                    Measurement(NAME, design, x, "WAL per round", round(steady), "B"),
+                    Measurement(NAME, design, x, "WAL per round after a checkpoint", after_checkpoint, "B"),
+                    Measurement(NAME, design, x, "WAL/s at a 10 s heartbeat", round(steady / HEARTBEAT_SECONDS), "B/s"),
+                    Measurement(NAME, design, x, "WAL per job per round", round(steady / running), "B"),
+                ]
+                if design != "lease per worker":
+                    share = 100.0 * tally.hot / tally.updated if tally.updated else 0.0
+                    out.append(Measurement(NAME, design, x, "HOT renewals", round(share, 1), "%"))
+                if today:
+                    out.append(Measurement(NAME, design, x, "of today's WAL", round(100.0 * steady / today, 1), "%"))
+                say(f"heartbeat {design}, {running} running: {steady:,.0f} B/round ({after_checkpoint:,} first)")
+    finally:
+        lab.run("drop_v1_lease_index")
+        lab.run("fillfactor_85")
+    return Outcome(out, violations, facts)

@@ -1,0 +1,123 @@
+"""Heartbeats are HOT updates (no index holds a column a heartbeat writes), and the reaper still
+finds expired leases through a partial index of jobs in flight, not by scanning history.
+
+The counters read here are the backend's own for the current transaction
+(pg_stat_get_xact_*): exact, and not subject to the statistics collector's delay.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from pgwork.db import Queue
+from pgwork.models import Lease
+
+RUNNING = 60
+WORKERS = 6
+
+COUNTERS = """
+SELECT pg_stat_get_xact_tuples_updated('pgwork.jobs'::regclass),
+       pg_stat_get_xact_tuples_hot_updated('pgwork.jobs'::regclass)
+"""
+
+HEARTBEAT_COLUMNS = """
+SELECT DISTINCT a.attname
+  FROM pg_index AS i
+  JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+ WHERE i.indrelid = 'pgwork.jobs'::regclass AND a.attname IN ('heartbeat_at', 'lease_expires_at')
+UNION
+SELECT 'predicate or expression of ' || c.relname
+  FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+ WHERE i.indrelid = 'pgwork.jobs'::regclass
+   AND (pg_get_expr(i.indpred, i.indrelid) ~ '(heartbeat_at|lease_expires_at)'
+        OR pg_get_expr(i.indexprs, i.indrelid) ~ '(heartbeat_at|lease_expires_at)')
+"""
+
+
+def _leases(queue: Queue, lease: float = 300.0) -> list[list[Lease]]:
+    """RUNNING jobs held by WORKERS workers, each worker's leases apart, as each renews its own."""
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        # An autovacuum ANALYZE of the new rows holds a snapshot while it samples them, and until it
+        # ends no old row version can be pruned from a page: the count would measure its timing.
+        conn.execute("ALTER TABLE pgwork.jobs SET (autovacuum_enabled = false)")
+    for i in range(RUNNING):
+        queue.enqueue("hot", {"i": i})
+    held = [
+        [c.lease for c in queue.claim(f"hot-worker-{w}", job_types=["hot"], limit=RUNNING // WORKERS, lease=lease)]
+        for w in range(WORKERS)
+    ]
+    assert sum(len(h) for h in held) == RUNNING
+    return held
+
+
+def _renew_and_count(queue: Queue, held: list[list[Lease]]) -> tuple[int, int]:
+    """Renew as workers do, round after round (each worker its own leases, in its own transaction),
+    then count the updates of one more round.
+
+    A HOT update also needs room for the new version on the row's page: the versions an earlier
+    renewal left behind are pruned from the page once no snapshot can see them, so a few rounds in,
+    each page holds its running rows and room for their next versions, as in a running fleet."""
+    for _ in range(3):
+        for leases in held:
+            queue.heartbeat_many(leases, lease_seconds=300)
+    updated = hot = 0
+    for leases in held:
+        with psycopg.connect(queue.dsn) as conn:
+            states = queue.heartbeat_many(leases, lease_seconds=300, conn=conn)
+            assert len(states) == len(leases)
+            row = conn.execute(COUNTERS).fetchone()
+            conn.commit()
+        assert row is not None
+        updated += int(row[0])
+        hot += int(row[1])
+    return updated, hot
+
+
+def test_no_index_holds_a_column_a_heartbeat_writes(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute(HEARTBEAT_COLUMNS).fetchall() == []
+
+
+def test_every_renewal_is_a_hot_update(queue: Queue) -> None:
+    leases = _leases(queue)
+    updated, hot = _renew_and_count(queue, leases)
+    assert (updated, hot) == (RUNNING, RUNNING)
+
+
+def test_with_the_old_lease_index_no_renewal_is_hot(queue: Queue) -> None:
+    """The control: what version 1's index on lease_expires_at did to every heartbeat."""
+    leases = _leases(queue)
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        conn.execute("CREATE INDEX old_lease_idx ON pgwork.jobs (lease_expires_at) WHERE status = 'running'")
+    updated, hot = _renew_and_count(queue, leases)
+    assert (updated, hot) == (RUNNING, 0)
+
+
+@pytest.mark.slow
+def test_the_reaper_reads_jobs_in_flight_through_the_partial_index_under_history(queue: Queue) -> None:
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        # 100,000 finished rows underneath, as retention would leave a busy week.
+        conn.execute(
+            "INSERT INTO pgwork.jobs (job_type, status, idempotency_key, completed_at, attempt_count)"
+            " SELECT 'old', 'succeeded', 'old-' || g, now(), 1 FROM generate_series(1, 100000) AS g"
+        )
+    leases = [lease for held in _leases(queue, lease=0.001) for lease in held]
+    later = datetime.now(UTC) + timedelta(seconds=5)
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE pgwork.jobs")
+    with psycopg.connect(queue.dsn) as conn:
+        reaped = queue.reap(now=later, conn=conn)
+        row = conn.execute(
+            "SELECT pg_stat_get_xact_numscans('pgwork.jobs'::regclass),"
+            "       pg_stat_get_xact_numscans('pgwork.jobs_running_idx'::regclass),"
+            "       pg_stat_get_xact_tuples_returned('pgwork.jobs'::regclass)"
+        ).fetchone()
+        conn.rollback()
+    assert sorted(r.id for r in reaped) == sorted(lease.job_id for lease in leases)
+    assert row is not None
+    seq_scans, index_scans, rows_read_by_seq_scans = row
+    assert seq_scans == 0 and rows_read_by_seq_scans == 0, "the reaper scanned the whole table"
+    assert index_scans >= 1
