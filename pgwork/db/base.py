@@ -3,7 +3,7 @@ pgwork.db.queue adds the writes. Split only to keep each module small: use `Queu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
@@ -30,6 +30,7 @@ class QueueBase:
         *,
         pool_size: int = 4,
         backoff: Backoff | None = None,
+        backoffs: Mapping[str, Backoff] | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         application_name: str = "pgwork",
         check: bool = True,
@@ -39,6 +40,8 @@ class QueueBase:
         self.dsn = dsn
         self.pool_timeout = check_seconds(pool_timeout, "pool_timeout")
         self.backoff = backoff or Backoff()
+        # Per job type, overriding `backoff` (handlers registered with their own).
+        self.backoffs: dict[str, Backoff] = dict(backoffs or {})
         self.max_payload_bytes = max_payload_bytes
         self.application_name = application_name
         with connect(dsn, application_name=application_name) as conn:

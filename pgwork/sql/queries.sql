@@ -128,3 +128,10 @@ SELECT * FROM pgwork.running_by_owner(%(job_types)s::text[]);
 
 -- name: listen :exec
 LISTEN pgwork_jobs;
+
+-- name: listen_finished :exec
+LISTEN pgwork_finished;
+
+-- name: job_outcome :one
+-- How a job stands, for a waiting producer (migration 0004: granted with the producer profile).
+SELECT * FROM pgwork.job_outcome(%(id)s::bigint);

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pgwork.durations import parse_duration
 from pgwork.validation import text_problem
 
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# MODULE, or MODULE:NAME for a pgwork.App object in it.
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
 MAX_CONCURRENCY = 1000
 MAX_BATCH = 10_000
 
@@ -89,7 +90,11 @@ def parse_options(
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
     if not app or not _MODULE.fullmatch(app):
-        raise OptionError("--app", f"{app!r} is not an importable module name", "e.g. --app myproject.jobs")
+        raise OptionError(
+            "--app",
+            f"{app!r} is not an importable module name or MODULE:APP",
+            "e.g. --app myproject.jobs, or --app myproject.jobs:app for a pgwork.App",
+        )
     owner = worker_id if worker_id else environ.get("HOSTNAME", "")
     if not owner:
         raise OptionError("--id", "is empty and HOSTNAME is not set", "pass --id NAME; in Kubernetes, the pod name")
