@@ -39,7 +39,7 @@ BEGIN
            CASE WHEN j.status = 'succeeded' THEN r.result END
       FROM pgwork.jobs AS j
       LEFT JOIN pgwork.job_results AS r ON r.idempotency_key = j.idempotency_key
-     WHERE j.id = job_id;
+     WHERE j.id = job_outcome.job_id;  -- qualified: job_results has a job_id column too
 END
 $$;
 
