@@ -14,6 +14,7 @@ from pgwork.db.listen import Listener
 from pgwork.db.pool import POOL_TIMEOUT, Pool
 from pgwork.db.rows import DeadRow, JobRow, OwnerCount, ResultRow, RetryingRow, RunningRow
 from pgwork.db.schema import check_schema
+from pgwork.db.wait import wait_for_job
 from pgwork.errors import InvalidArgument
 from pgwork.models import TypeStats
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
@@ -114,6 +115,13 @@ class QueueBase:
     def result(self, key: str) -> ResultRow | None:
         params = {"key": check_text(key, "key", "pass the job's idempotency key")}
         return self._one("get_result", params, ResultRow)
+
+    def wait(self, job_id: int, *, timeout: float = 60.0, poll: float = 1.0) -> Any:
+        """The job's result once it succeeds; raises pgwork.JobFailed (dead or cancelled, with
+        its last error) or pgwork.WaitTimeout. LISTENs on a connection of its own (never the
+        pool's) and re-reads every `poll` seconds as the fallback (pgwork.db.wait)."""
+        name = f"{self.application_name}-wait"[:63]
+        return wait_for_job(self.dsn, job_id, timeout=timeout, poll=poll, application_name=name)
 
     # -- wake-ups -------------------------------------------------------------------------
 
