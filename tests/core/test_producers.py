@@ -23,6 +23,8 @@ from pgwork.sql_files import migrations
 from tests.core.conftest import MakeRole
 from tests.core.test_migrate import V1_JOBS, _by_key, _snapshot
 from tests.support.rows import Rows
+from tests.support.waiters import waiter_has_read
+from tests.support.waiting import wait_for
 
 
 class Producer:
@@ -160,18 +162,7 @@ def test_wait_is_woken_by_the_completion(producer: Producer, queue: Queue) -> No
 
 
 def _finish_when_waited(dsn: str, queue: Queue, claimed: Any) -> None:
-    from tests.support.waiting import wait_for
-
-    def listening() -> bool:
-        with psycopg.connect(dsn) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND application_name LIKE 'pgwork%%wait' AND query LIKE '%%job_outcome%%'"
-            ).fetchone()
-        return bool(row and row[0])
-
-    wait_for(listening, what="the waiter's first read")
-    queue.succeed(claimed.lease, {"by": "finisher"})
+    _when_waiting(dsn, lambda: queue.succeed(claimed.lease, {"by": "finisher"}))
 
 
 def test_async_queue_over_the_programs_own_pool(dsn: str, queue: Queue) -> None:
@@ -273,15 +264,5 @@ def test_previous_version_with_jobs_in_every_state_migrates_and_its_producers_ca
 
 
 def _when_waiting(dsn: str, then: Callable[[], object]) -> None:
-    from tests.support.waiting import wait_for
-
-    def listening() -> bool:
-        with psycopg.connect(dsn) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND application_name LIKE 'pgwork%%wait' AND query LIKE '%%job_outcome%%'"
-            ).fetchone()
-        return bool(row and row[0])
-
-    wait_for(listening, what="the waiter's first read")
+    wait_for(lambda: waiter_has_read(dsn), what="the waiter's first read")
     then()

@@ -16,6 +16,7 @@ import pgwork
 from pgwork.errors import InvalidArgument, JobFailed, WaitTimeout
 from pgwork.worker.command import WorkerUsageError, load_app
 from pgwork.worker.registry import REGISTRY
+from tests.support.waiters import waiter_has_read
 from tests.support.waiting import wait_for
 
 
@@ -170,18 +171,9 @@ def test_the_completion_wakes_a_waiter_before_its_poll(dsn: str) -> None:
         waiter = threading.Thread(target=lambda: got.append(app.wait(job_id, timeout=20, poll=30)))
         waiter.start()
         # Once the waiter has read the job as pending it is listening (LISTEN comes first).
-        wait_for(lambda: _waiter_has_read(dsn), what="the waiter's first read")
+        wait_for(lambda: waiter_has_read(dsn), what="the waiter's first read")
         finished = time.monotonic()
         q.succeed(claimed.lease, {"by": "hand"})
         waiter.join(20)
         assert got == [{"by": "hand"}]
         assert time.monotonic() - finished < 5
-
-
-def _waiter_has_read(dsn: str) -> bool:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name = 'pgwork-wait' AND query LIKE '%job_outcome%'"
-        ).fetchone()
-    return bool(row and row[0])
