@@ -165,12 +165,18 @@ class AsyncQueue:
         params = {"key": check_text(key, "key", "pass the job's idempotency key")}
         return await self._one("get_result", params, ResultRow, conn)
 
-    async def wait(self, job_id: int, *, timeout: float = 60.0, poll: float = 1.0) -> Any:
-        """The job's result once it succeeds; raises pgwork.JobFailed (dead or cancelled, with
-        its last error) or pgwork.WaitTimeout. LISTENs on a connection of its own (never the
+    async def wait(self, job_id: int, *, timeout: float = 60.0, poll: float = 1.0, result: bool = True) -> Any:
+        """The job's result once it succeeds (None with `result=False`, which needs only the
+        reader profile); raises pgwork.JobFailed (dead or cancelled, with its last error) or
+        pgwork.WaitTimeout. LISTENs on a connection of its own (never the
         pool's) and re-reads every `poll` seconds as the fallback."""
         return await await_job(
-            self.dsn, job_id, timeout=timeout, poll=poll, application_name=f"{self.application_name}-wait"[:63]
+            self.dsn,
+            job_id,
+            timeout=timeout,
+            poll=poll,
+            result=result,
+            application_name=f"{self.application_name}-wait"[:63],
         )
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import psycopg
+
 from pgwork.db import statements
-from pgwork.db.connect import aconnect, connect
+from pgwork.db.connect import aconnect, connect, first_error_line
 from pgwork.db.rows import OutcomeRow
 from pgwork.errors import InvalidArgument, JobFailed, WaitTimeout
 from pgwork.validation import check_id
@@ -33,8 +35,9 @@ def check_wait(job_id: int, timeout: float, poll: float) -> int:
 
 
 def settle(job_id: int, row: OutcomeRow | None) -> tuple[bool, Any]:
-    """(True, result) once the job succeeded, (False, None) while it may still run; raises
-    JobFailed for dead or cancelled and InvalidArgument for an unknown id (pure)."""
+    """(True, result) once the job succeeded (the result None when waiting with result=False),
+    (False, None) while it may still run; raises JobFailed for dead or cancelled and
+    InvalidArgument for an unknown id (pure)."""
     if row is None:
         raise InvalidArgument("job_id", f"there is no job {job_id}", "pass an id that enqueue returned")
     if row.status == "succeeded":
@@ -44,16 +47,39 @@ def settle(job_id: int, row: OutcomeRow | None) -> tuple[bool, Any]:
     return False, None
 
 
+def outcome_query(result: bool) -> str:
+    """job_outcome reads the result (producer profile); job_status only how the job ended (reader)."""
+    return "job_outcome" if result else "job_status"
+
+
+def refused(conn_user: str, exc: psycopg.errors.InsufficientPrivilege) -> InvalidArgument:
+    return InvalidArgument(
+        "result",
+        f"role {conn_user!r} may not read job results ({first_error_line(exc)})",
+        "grant it the producer profile, or wait with result=False, which needs only the reader profile",
+    )
+
+
 def wait_for_job(
-    dsn: str, job_id: int, *, timeout: float, poll: float = 1.0, application_name: str = "pgwork-wait"
+    dsn: str,
+    job_id: int,
+    *,
+    timeout: float,
+    poll: float = 1.0,
+    result: bool = True,
+    application_name: str = "pgwork-wait",
 ) -> Any:
     check_wait(job_id, timeout, poll)
     deadline = time.monotonic() + timeout
     want = str(job_id)
+    query = outcome_query(result)
     with connect(dsn, application_name=application_name) as conn:
         statements.execute(conn, "listen_finished")
         while True:
-            row = statements.one(conn, "job_outcome", {"id": job_id}, OutcomeRow)
+            try:
+                row = statements.one(conn, query, {"id": job_id}, OutcomeRow)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise refused(conn.info.user, exc) from None
             done, value = settle(job_id, row)
             if done:
                 return value
@@ -65,15 +91,21 @@ def wait_for_job(
                     break
 
 
-async def await_job(dsn: str, job_id: int, *, timeout: float, poll: float = 1.0, application_name: str) -> Any:
+async def await_job(
+    dsn: str, job_id: int, *, timeout: float, poll: float = 1.0, result: bool = True, application_name: str
+) -> Any:
     """wait_for_job on an AsyncConnection of its own."""
     check_wait(job_id, timeout, poll)
     deadline = time.monotonic() + timeout
     want = str(job_id)
+    query = outcome_query(result)
     async with await aconnect(dsn, application_name=application_name) as conn:
         await statements.aexecute(conn, "listen_finished")
         while True:
-            row = await statements.aone(conn, "job_outcome", {"id": job_id}, OutcomeRow)
+            try:
+                row = await statements.aone(conn, query, {"id": job_id}, OutcomeRow)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise refused(conn.info.user, exc) from None
             done, value = settle(job_id, row)
             if done:
                 return value

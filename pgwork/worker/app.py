@@ -141,11 +141,12 @@ class App:
     def cancel(self, ids: Sequence[int]) -> CancelReport:
         return self.queue.cancel(ids)
 
-    def wait(self, job_id: int, *, timeout: float = 60.0, poll: float = 1.0) -> Any:
-        """Block until the job finishes and return its result. Raises pgwork.JobFailed (dead or
-        cancelled; it carries the job's last error) or pgwork.WaitTimeout. LISTENs for the
-        completion on its own connection, and polls every `poll` seconds as the fallback."""
-        return wait_for_job(self.resolved_dsn(), job_id, timeout=timeout, poll=poll)
+    def wait(self, job_id: int, *, timeout: float = 60.0, poll: float = 1.0, result: bool = True) -> Any:
+        """Block until the job finishes and return its result (None with `result=False`).
+        Raises pgwork.JobFailed (dead or cancelled; it carries the job's last error) or
+        pgwork.WaitTimeout. LISTENs for the completion on its own connection, and polls every
+        `poll` seconds as the fallback."""
+        return wait_for_job(self.resolved_dsn(), job_id, timeout=timeout, poll=poll, result=result)
 
     # -- working --------------------------------------------------------------------------
 

@@ -188,23 +188,43 @@ def test_async_queue_refuses_an_unmigrated_database(empty_dsn: str) -> None:
 # -- who may wait -----------------------------------------------------------------------------
 
 
-def test_a_producer_may_wait_and_a_reader_may_not_read_outcomes(dsn: str, queue: Queue, make_role: MakeRole) -> None:
-    rows = Rows(queue, "g")
-    ok = rows.succeeded({"secret": "result"})
-    with Queue(make_role("producer")) as q:
-        job_id = q.enqueue("g", {})
-    producer_dsn = make_role("producer")
-    with psycopg.connect(producer_dsn) as conn:
-        assert conn.execute("SELECT status FROM pgwork.job_outcome(%s)", (job_id,)).fetchone() == ("pending",)
-    from pgwork.db.wait import wait_for_job
+def test_a_producer_waits_for_results_and_a_reader_only_for_the_end(
+    dsn: str, queue: Queue, make_role: MakeRole
+) -> None:
+    ok = Rows(queue, "g-ok").succeeded({"secret": "result"})
+    dead = Rows(queue, "g-dead").dead(error="gave up")
+    producer_dsn, reader_dsn = make_role("producer"), make_role("reader")
+    with Queue(producer_dsn) as q:
+        assert q.wait(ok, timeout=5) == {"secret": "result"}
+    with Queue(reader_dsn) as q:
+        assert q.wait(ok, timeout=5, result=False) is None
+        with pytest.raises(JobFailed, match="gave up"):
+            q.wait(dead, timeout=5, result=False)
+        with pytest.raises(InvalidArgument, match=r"^result: role .* may not read job results .*result=False"):
+            q.wait(ok, timeout=5)
+    # The reader's own function carries no result, and the reader cannot reach the producer's.
+    with psycopg.connect(reader_dsn) as conn:
+        cur = conn.execute("SELECT * FROM pgwork.job_status(%s)", (ok,))
+        assert [c.name for c in cur.description or []] == ["id", "status", "attempt_count", "last_error"]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM pgwork.job_outcome(%s)", (ok,))
+    # Neither can fire the completion trigger's function by hand.
+    for role_dsn in (producer_dsn, reader_dsn):
+        with psycopg.connect(role_dsn) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT pgwork.notify_finished()")
 
-    assert wait_for_job(producer_dsn, ok, timeout=5) == {"secret": "result"}
-    reader = make_role("reader")
-    with psycopg.connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute("SELECT * FROM pgwork.job_outcome(%s)", (ok,))
-    # Nor can a producer write through it: it only reads.
-    with psycopg.connect(producer_dsn) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute("SELECT pgwork.notify_finished()")
+
+def test_async_reader_waits_for_the_end(dsn: str, queue: Queue, make_role: MakeRole) -> None:
+    ok = Rows(queue, "ga").succeeded({"secret": "result"})
+    reader_dsn = make_role("reader")
+
+    async def run() -> object:
+        async with await AsyncQueue.open(reader_dsn) as aq:
+            with pytest.raises(InvalidArgument, match=r"^result: "):
+                await aq.wait(ok, timeout=5)
+            return await aq.wait(ok, timeout=5, result=False)
+
+    assert asyncio.run(run()) is None
 
 
 # -- migrating forward ------------------------------------------------------------------------
@@ -229,10 +249,12 @@ def _at_version_before_wait(dsn: str) -> int:
 def test_previous_version_with_jobs_in_every_state_migrates_and_its_producers_can_wait(empty_dsn: str) -> None:
     version = _at_version_before_wait(empty_dsn)
     role = f"pgwork_prev_producer_{uuid.uuid4().hex[:8]}"
+    reader = f"pgwork_prev_reader_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(empty_dsn) as conn:
         conn.execute(V1_JOBS)
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-        conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['producer'])", (role,))
+        for name, profile in ((role, "producer"), (reader, "reader")):
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+            conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY[%s])", (name, profile))
     try:
         before = _snapshot(empty_dsn)
         ids = _by_key(empty_dsn)
@@ -246,6 +268,8 @@ def test_previous_version_with_jobs_in_every_state_migrates_and_its_producers_ca
             wait_for_job(as_producer, ids["dead"], timeout=5)
         with pytest.raises(JobFailed, match="is cancelled"):
             wait_for_job(as_producer, ids["cancelled"], timeout=5)
+        as_reader = psycopg.conninfo.make_conninfo(empty_dsn, user=reader)
+        assert wait_for_job(as_reader, ids["succeeded"], timeout=5, result=False) is None
         # The lease held across the upgrade finishes, and its waiter is told.
         with Queue(empty_dsn) as q:
             held = next(j for j in q.claim("new", limit=10) if j.id == ids["ready"])
@@ -259,8 +283,9 @@ def test_previous_version_with_jobs_in_every_state_migrates_and_its_producers_ca
         assert waited == [{"after": "upgrade"}]
     finally:
         with psycopg.connect(empty_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+            for name in (role, reader):
+                conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
 
 def _when_waiting(dsn: str, then: Callable[[], object]) -> None:

@@ -11,11 +11,14 @@
 -- and heartbeats (which do not change status to a final one) never run it. Waiters also poll,
 -- so a lost notification (a pooler, a dropped connection) costs latency, not correctness.
 --
--- The outcome: pgwork.job_outcome(id) returns the job's status, last error and, once it has
--- succeeded, the result stored under its idempotency key (the first run's, when two jobs shared
--- a key). It is granted with the producer profile (and so to worker): the role that enqueues is
--- the one that waits. Not to reader: the reader profile (the operator's questions) by design
--- sees no payload and no result, only figures, owners and errors.
+-- The outcome, in two functions because the profiles see different things:
+--   pgwork.job_status(id)   status, attempts and last error: what a reader may already learn from
+--                           the running and dead functions, so a reader can wait for a job to end;
+--   pgwork.job_outcome(id)  the same and, once succeeded, the result stored under the job's
+--                           idempotency key (the first run's, when two jobs shared a key). Granted
+--                           with the producer profile (and so to worker): the role that enqueues
+--                           is the one that waits for a result. Not to reader, which by design
+--                           sees no payload and no result.
 
 CREATE FUNCTION pgwork.notify_finished() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pgwork, pg_temp AS $$
@@ -43,6 +46,31 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION pgwork.job_status(job_id bigint)
+RETURNS TABLE (id bigint, status text, attempt_count smallint, last_error text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT j.id, j.status::text, j.attempt_count, j.last_error FROM pgwork.jobs AS j WHERE j.id = job_status.job_id;
+END
+$$;
+
+-- Roles that hold the reader profile now (every profile includes it) may wait for a job to end.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT a.rolname FROM pg_roles AS a
+         WHERE has_function_privilege(a.oid, 'pgwork.queue_stats(text[], timestamptz)', 'EXECUTE')
+           AND NOT pg_has_role(a.oid, (SELECT n.nspowner FROM pg_namespace AS n WHERE n.nspname = 'pgwork'), 'MEMBER')
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.job_status(bigint) TO %I', r.rolname);
+    END LOOP;
+END
+$$;
+
 -- Roles that hold the producer profile now (they may INSERT a job's type) may read outcomes.
 DO $$
 DECLARE
@@ -58,7 +86,8 @@ BEGIN
 END
 $$;
 
--- The profiles again, as 0003 keeps them, with job_outcome in the producer profile.
+-- The profiles again, as 0003 keeps them, with job_status in the reader profile and job_outcome
+-- in the producer profile.
 CREATE OR REPLACE FUNCTION pgwork.grant_profiles(grantee text, profiles text[]) RETURNS text[]
 LANGUAGE plpgsql SET search_path = pg_catalog, pgwork, pg_temp AS $$
 DECLARE
@@ -103,6 +132,7 @@ BEGIN
         EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.queue_stats(text[], timestamptz), '
                        'pgwork.running_jobs(timestamptz), pgwork.retrying_jobs(timestamptz), pgwork.dead_jobs(), '
                        'pgwork.running_by_owner(text[]) TO %I', grantee);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.job_status(bigint) TO %I', grantee);
     END IF;
     IF 'producer' = ANY (wanted) THEN
         EXECUTE format('GRANT INSERT (job_type, payload, priority, max_attempts, available_at, idempotency_key, '
