@@ -56,32 +56,22 @@ BEGIN
 END
 $$;
 
--- Roles that hold the reader profile now (every profile includes it) may wait for a job to end.
+-- Carry the roles `pgwork grant` set up forward: a reader (every profile includes it) may wait
+-- for a job to end; a producer (it may INSERT a job's type) may also read results.
 DO $$
 DECLARE
     r record;
 BEGIN
     FOR r IN
-        SELECT a.rolname FROM pg_roles AS a
+        SELECT a.rolname, has_column_privilege(a.oid, 'pgwork.jobs', 'job_type', 'INSERT') AS produces
+          FROM pg_roles AS a
          WHERE has_function_privilege(a.oid, 'pgwork.queue_stats(text[], timestamptz)', 'EXECUTE')
            AND NOT pg_has_role(a.oid, (SELECT n.nspowner FROM pg_namespace AS n WHERE n.nspname = 'pgwork'), 'MEMBER')
     LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.job_status(bigint) TO %I', r.rolname);
-    END LOOP;
-END
-$$;
-
--- Roles that hold the producer profile now (they may INSERT a job's type) may read outcomes.
-DO $$
-DECLARE
-    r record;
-BEGIN
-    FOR r IN
-        SELECT a.rolname FROM pg_roles AS a
-         WHERE has_column_privilege(a.oid, 'pgwork.jobs', 'job_type', 'INSERT')
-           AND NOT pg_has_role(a.oid, (SELECT n.nspowner FROM pg_namespace AS n WHERE n.nspname = 'pgwork'), 'MEMBER')
-    LOOP
-        EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.job_outcome(bigint) TO %I', r.rolname);
+        IF r.produces THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.job_outcome(bigint) TO %I', r.rolname);
+        END IF;
     END LOOP;
 END
 $$;
