@@ -104,3 +104,13 @@ SELECT current_setting('server_version') AS version,
 -- The claim index is the backlog only, so rebuilding it is cheap; it shows what the churn at
 -- the head of a FIFO index (sparse leaf pages the scan must step over) costs the claim.
 REINDEX INDEX pgwork.jobs_claim_idx;
+
+-- name: finished_notify_off
+-- The waits experiment's baseline: finishing without the completion NOTIFY of migration 4.
+ALTER TABLE pgwork.jobs DISABLE TRIGGER jobs_notify_finished;
+
+-- name: finished_notify_on
+ALTER TABLE pgwork.jobs ENABLE TRIGGER jobs_notify_finished;
+
+-- name: lab_job_status
+SELECT j.status::text AS status FROM pgwork.jobs AS j WHERE j.id = %(id)s;
