@@ -52,7 +52,8 @@ class AsyncQueue:
         owns_pool: bool = False,
     ) -> None:
         """Over the caller's open pool. `dsn` is what `wait` connects with (default: the
-        pool's conninfo); `open` builds a pool of its own and checks the schema first."""
+        pool's conninfo); `open` builds a pool of its own and checks the schema first. The
+        caller's pool keeps its own loaders unless it was made with `configure=configure`."""
         if not isinstance(pool, AsyncConnectionPool):
             raise InvalidArgument(
                 "pool",
@@ -90,7 +91,7 @@ class AsyncQueue:
             max_size=max(1, pool_size),
             kwargs=connection_kwargs(True, application_name, 5 if prepare else None),
             open=False,
-            configure=_configure,
+            configure=configure,
         )
         await pool.open(wait=True)
         return cls(
@@ -180,5 +181,7 @@ class AsyncQueue:
         )
 
 
-async def _configure(conn: AnyAsyncConnection) -> None:
+async def configure(conn: AnyAsyncConnection) -> None:
+    """pgwork's loaders (a row Python cannot decode reads as a marker, never an exception), for
+    the program's own pool: `AsyncConnectionPool(dsn, configure=pgwork.db.aqueue.configure)`."""
     decoding.configure(conn)
