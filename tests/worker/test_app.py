@@ -87,6 +87,19 @@ def test_run_worker_in_process_then_wait_returns_the_result(dsn: str) -> None:
         assert [app.wait(i, timeout=5) for i in ids] == [{"twice": 0}, {"twice": 2}, {"twice": 4}]
 
 
+def test_run_worker_checks_its_options_as_the_cli_does(dsn: str) -> None:
+    app = pgwork.App(dsn, name="checked")
+    app.handler("t")(lambda job: None)
+    for kwargs, words in (
+        ({"concurrency": 0}, "--concurrency: 0 is out of range"),
+        ({"lease": "10s", "heartbeat": "5s"}, "--heartbeat: 5s is more than a third"),
+        ({"job_types": ["other"]}, "no handler registered for other in checked"),
+    ):
+        with pytest.raises((WorkerUsageError, InvalidArgument), match=words):
+            app.run_worker(burst=True, **kwargs)  # type: ignore[arg-type]
+    app.close()
+
+
 def test_stop_worker_drains_a_worker_running_on_a_thread(dsn: str) -> None:
     with pgwork.App(dsn, name="threaded") as app:
         app.handler("double")(lambda job: job.payload["n"] * 2)
