@@ -28,7 +28,9 @@ from pgwork.db.connect import AnyConnection
 from pgwork.db.rows import JobRow, ResultRow
 from pgwork.db.wait import wait_for_job
 from pgwork.dsn import resolve_dsn
+from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
+from pgwork.worker.options import is_app_name
 from pgwork.worker.registry import HandlerFunc, Registry
 
 if TYPE_CHECKING:
@@ -57,7 +59,12 @@ class App:
         pool_size: int = 4,
     ) -> None:
         """`dsn` None: DATABASE_URL, else libpq's PG* variables. `backoff` is the default for
-        this App's handlers that do not give their own. `name` labels its worker's log lines."""
+        this App's handlers that do not give their own. `name` labels its worker's log lines
+        and connections: a dotted name like a module's (e.g. "ocr_service" or "myapp.jobs:app")."""
+        if not isinstance(name, str) or not is_app_name(name):
+            raise InvalidArgument(
+                "name", f"{name!r} is not a dotted name", 'use letters, digits, _ and dots, e.g. "ocr_service"'
+            )
         self.dsn = dsn
         self.name = name
         self.backoff = backoff

@@ -15,6 +15,11 @@ MAX_CONCURRENCY = 1000
 MAX_BATCH = 10_000
 
 
+def is_app_name(text: str) -> bool:
+    """MODULE or MODULE:APP, as --app takes it (an App's `name` must be one too: it is its label)."""
+    return bool(text) and _MODULE.fullmatch(text) is not None
+
+
 class OptionError(ValueError):
     """One bad option, named, with the fix."""
 
@@ -89,7 +94,7 @@ def parse_options(
     connect_patience: str = "60s",
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
-    if not app or not _MODULE.fullmatch(app):
+    if not is_app_name(app):
         raise OptionError(
             "--app",
             f"{app!r} is not an importable module name or MODULE:APP",

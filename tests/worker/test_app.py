@@ -54,6 +54,12 @@ def test_a_bad_handler_option_names_its_field(kwargs: dict[str, object], field: 
         pgwork.App().handler("t", **kwargs)(lambda job: None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("name", ["ocr-service", "", "1app", "a b"])
+def test_an_app_name_is_a_dotted_name(name: str) -> None:
+    with pytest.raises(InvalidArgument, match=r"^name: .* is not a dotted name"):
+        pgwork.App(name=name)
+
+
 def test_load_app_takes_the_named_app_only() -> None:
     loaded = load_app("pgwork_test_appobj:app")
     assert loaded.registry.job_types() == ["app-broken", "app-echo", "app-slow-retry"]
