@@ -36,6 +36,8 @@ class Lease:
     # The job's attempt budget as the claim saw it (None: unknown, e.g. a lease made by hand);
     # the database enforces the budget either way.
     max_attempts: int | None = None
+    # The claimed job's type, so a failure is spaced by that type's own backoff (None: unknown).
+    job_type: str | None = None
 
 
 @dataclass(frozen=True)

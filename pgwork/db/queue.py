@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 
 from pgwork.db.base import QueueBase, check_seconds
 from pgwork.db.connect import AnyConnection
+from pgwork.db.params import cancel_ids, cancel_report, enqueue_params, identity
 from pgwork.db.rows import (
     CancelRow,
     ClaimRow,
@@ -46,7 +47,6 @@ from pgwork.validation import (
     check_text,
     error_text,
     result_json,
-    validate,
 )
 
 
@@ -75,36 +75,17 @@ class Queue(QueueBase):
         now: datetime | None = None,
     ) -> int:
         """Add one job; returns its id. With `conn`, the job exists iff the caller commits."""
-        job = NewJob(
-            job_type,
-            {} if payload is None else payload,
-            key,
-            priority,
-            delay,
-            available_at,
-            max_attempts,
-            trace_context or {},
-        )
+        payload = {} if payload is None else payload
+        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {})
         return self.enqueue_many([job], conn=conn, now=now)[0]
 
     def enqueue_many(
         self, jobs: Sequence[NewJob], *, conn: AnyConnection | None = None, now: datetime | None = None
     ) -> list[int]:
         """Add many jobs in one statement. All are validated first: one bad job writes none."""
-        rows = [validate(job, self.max_payload_bytes) for job in jobs]
-        if not rows:
+        params = enqueue_params(jobs, self.max_payload_bytes, now)
+        if params is None:
             return []
-        params = {
-            "now": now,
-            "job_types": [r.job_type for r in rows],
-            "payloads": [Jsonb(r.payload_json, dumps=_identity) for r in rows],
-            "priorities": [r.priority for r in rows],
-            "max_attempts": [r.max_attempts for r in rows],
-            "available_ats": [r.available_at for r in rows],
-            "delays": [r.delay for r in rows],
-            "keys": [r.key for r in rows],
-            "trace_contexts": [Jsonb(r.trace_context) for r in rows],
-        }
         return [r.id for r in self._many("enqueue", params, IdRow, conn)]
 
     # -- the job's life -------------------------------------------------------------------
@@ -142,7 +123,7 @@ class Queue(QueueBase):
                 max_attempts=r.max_attempts,
                 idempotency_key=r.idempotency_key,
                 trace_context=r.trace_context or {},
-                lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts),
+                lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts, r.job_type),
                 lease_expires_at=r.lease_expires_at,
                 created_at=r.created_at,
                 last_error=r.last_error,
@@ -201,7 +182,7 @@ class Queue(QueueBase):
         With `conn` the caller can write its own business rows in the same transaction.
         """
         # Serialise here, so a bad result fails before any statement is sent.
-        result_jsonb = Jsonb(result_json(result), dumps=_identity)
+        result_jsonb = Jsonb(result_json(result), dumps=identity)
         params = {"id": lease.job_id, "token": lease.token, "result": result_jsonb, "now": now}
         row = self._one("succeed", params, SucceedRow, conn)
         if row is None or not row.fenced:
@@ -222,7 +203,7 @@ class Queue(QueueBase):
         ids = [lease.job_id for lease, _ in completions]
         if len(set(ids)) != len(ids):
             raise InvalidArgument("completions", "names a job more than once", "pass each lease once")
-        results = [Jsonb(result_json(result), dumps=_identity) for _, result in completions]
+        results = [Jsonb(result_json(result), dumps=identity) for _, result in completions]
         params = {"ids": ids, "tokens": [lease.token for lease, _ in completions], "results": results, "now": now}
         rows = self._many("succeed_many", params, SucceedManyRow, conn)
         held = {r.id: r.inserted for r in rows}
@@ -245,12 +226,14 @@ class Queue(QueueBase):
         now: datetime | None = None,
         conn: AnyConnection | None = None,
     ) -> Failure:
-        """Record a failed attempt: retry after a backoff while attempts remain, else dead.
+        """Record a failed attempt: retry after a backoff (the job type's own, from `backoffs`,
+        else `backoff`) while attempts remain, else dead.
 
         Decided here (pgwork.failure.decide_failure), applied by pgwork.set_state_if_held only
         while the lease holds and within its bounds: a retry past the attempt budget is applied
         as dead, whatever the caller asks; a non-retryable error goes dead at once."""
-        retry_in = self.backoff.delay(lease.attempt) if delay is None else check_seconds(delay, "delay")
+        backoff = self.backoffs.get(lease.job_type or "", self.backoff)
+        retry_in = backoff.delay(lease.attempt) if delay is None else check_seconds(delay, "delay")
         # A lease made by hand does not know the budget: ask for the retry, the database says.
         budget = lease.max_attempts if lease.max_attempts is not None else _SMALLINT_MAX
         decision = decide_failure(lease.attempt, budget, retryable, retry_in, now or datetime.now(UTC))
@@ -319,12 +302,8 @@ class Queue(QueueBase):
     def cancel(
         self, ids: Sequence[int], *, now: datetime | None = None, conn: AnyConnection | None = None
     ) -> CancelReport:
-        wanted = sorted(set(check_ids(ids)))
-        rows = self._many("cancel", {"ids": wanted, "now": now}, CancelRow, conn)
-        pending = {r.id for r in rows if r.was == "pending"}
-        running = {r.id for r in rows if r.was == "running"}
-        rest = [i for i in wanted if i not in pending and i not in running]
-        return CancelReport(sorted(pending), sorted(running), rest)
+        wanted = cancel_ids(ids)
+        return cancel_report(wanted, self._many("cancel", {"ids": wanted, "now": now}, CancelRow, conn))
 
     def prune(
         self,
@@ -354,10 +333,6 @@ class Queue(QueueBase):
 
 # attempt_count and max_attempts are smallint columns.
 _SMALLINT_MAX = 32767
-
-
-def _identity(text: Any) -> str:
-    return str(text)
 
 
 def new_token() -> uuid.UUID:

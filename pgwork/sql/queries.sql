@@ -128,3 +128,14 @@ SELECT * FROM pgwork.running_by_owner(%(job_types)s::text[]);
 
 -- name: listen :exec
 LISTEN pgwork_jobs;
+
+-- name: listen_finished :exec
+LISTEN pgwork_finished;
+
+-- name: job_outcome :one
+-- How a job stands, for a waiting producer (migration 0005: granted with the producer profile).
+SELECT * FROM pgwork.job_outcome(%(id)s::bigint);
+
+-- name: job_status :one
+-- The same without the result, for a waiting reader (the reader profile sees no results).
+SELECT s.*, NULL::jsonb AS result FROM pgwork.job_status(%(id)s::bigint) AS s;

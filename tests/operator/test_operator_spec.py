@@ -147,7 +147,7 @@ HOSTILE = [
     ({"worker": {"image": "i", "app": "myapp.jobs\n"}}, "spec.worker.app"),
     ({"worker": {"image": "i", "app": "myapp..jobs"}}, "spec.worker.app"),
     ({"worker": {"image": "i", "app": "2fast.jobs"}}, "spec.worker.app"),
-    ({"worker": {"image": "i", "app": "myapp.jobs:handlers"}}, "spec.worker.app"),
+    ({"worker": {"image": "i", "app": "myapp.jobs:handlers:x"}}, "spec.worker.app"),
     ({"worker": {"image": "img:1\n", "app": "a"}}, "spec.worker.image"),
     ({"worker": {"image": "img:1 --x", "app": "a"}}, "spec.worker.image"),
     ({"worker": {"image": "i", "app": "a", "env": [{"name": "A\n", "value": "x"}]}}, "spec.worker.env[0].name"),

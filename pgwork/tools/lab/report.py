@@ -366,4 +366,20 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "shown apart from the steady rounds (median).",
         ("design", "jobs"),
     )
+
+    waited = select(rows, "waits")
+    parts += ["## 8. Waiting for a result", "", _run_note(waited), ""]
+    parts += [
+        "A producer waits for one job at a time, finished by hand; latency from the finishing `succeed` "
+        "returning (its commit) to the wait returning. `Queue.wait` LISTENs for migration 5's completion "
+        "NOTIFY (its 30 s poll cannot end the wait early); the baseline reads the row every 100 ms. Then "
+        "what that NOTIFY costs the finishing side: trivial jobs drained with the trigger on and off, "
+        "rounds alternating in the same run (median jobs/s, each round listed).",
+        "",
+    ]
+    if waited:
+        parts += [render_pivot(pivot(waited), "waiter", "jobs"), ""]
+    cost = select(rows, "waits-cost")
+    if cost:
+        parts += [render_pivot(pivot(cost), "case", "trigger"), ""]
     return "\n".join(parts).rstrip() + "\n"

@@ -146,3 +146,13 @@ INSERT INTO pgwork_lab.worker_leases SELECT o, now(), now() + interval '30 secon
 UPDATE pgwork_lab.worker_leases
    SET heartbeat_at = now(), lease_expires_at = now() + interval '30 seconds'
  WHERE owner = %(owner)s;
+
+-- name: finished_notify_off
+-- The waits experiment's baseline: finishing without the completion NOTIFY of migration 5.
+ALTER TABLE pgwork.jobs DISABLE TRIGGER jobs_notify_finished;
+
+-- name: finished_notify_on
+ALTER TABLE pgwork.jobs ENABLE TRIGGER jobs_notify_finished;
+
+-- name: lab_job_status
+SELECT j.status::text AS status FROM pgwork.jobs AS j WHERE j.id = %(id)s;
