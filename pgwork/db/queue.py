@@ -7,14 +7,16 @@ its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from pgwork.db.base import QueueBase, check_seconds
+from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, unnest_params, validated
 from pgwork.db.connect import AnyConnection
 from pgwork.db.rows import (
     CancelRow,
@@ -88,24 +90,48 @@ class Queue(QueueBase):
         return self.enqueue_many([job], conn=conn, now=now)[0]
 
     def enqueue_many(
-        self, jobs: Sequence[NewJob], *, conn: AnyConnection | None = None, now: datetime | None = None
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> list[int]:
-        """Add many jobs in one statement. All are validated first: one bad job writes none."""
-        rows = [validate(job, self.max_payload_bytes) for job in jobs]
-        if not rows:
+        """Add many jobs, all or none: one bad job (InvalidArgument naming its field and its place
+        in the batch) writes none. Returns the ids in input order. Past BULK_THRESHOLD jobs they go
+        through COPY (pgwork.db.bulk), streamed as they are validated, so `jobs` may be a generator
+        of millions; `on_progress(n)` hears how many have been sent so far. With `conn`, the jobs
+        exist iff the caller commits."""
+        iterator = iter(jobs)
+        head = list(itertools.islice(iterator, BULK_THRESHOLD + 1))
+        if len(head) > BULK_THRESHOLD:
+            rows = validated(itertools.chain(head, iterator), self.max_payload_bytes)
+            with self._pool.connection(conn) as c:
+                return copy_enqueue(c, rows, now=now, on_progress=on_progress)
+        if not head:
             return []
-        params = {
-            "now": now,
-            "job_types": [r.job_type for r in rows],
-            "payloads": [Jsonb(r.payload_json, dumps=_identity) for r in rows],
-            "priorities": [r.priority for r in rows],
-            "max_attempts": [r.max_attempts for r in rows],
-            "available_ats": [r.available_at for r in rows],
-            "delays": [r.delay for r in rows],
-            "keys": [r.key for r in rows],
-            "trace_contexts": [Jsonb(r.trace_context) for r in rows],
-        }
-        return [r.id for r in self._many("enqueue", params, IdRow, conn)]
+        # A lone job's error needs no place in a batch (enqueue's errors read as before).
+        limit = self.max_payload_bytes
+        small = list(validated(head, limit)) if len(head) > 1 else [validate(head[0], limit)]
+        ids = [r.id for r in self._many("enqueue", unnest_params(small, now), IdRow, conn)]
+        if on_progress is not None:
+            on_progress(len(ids))
+        return ids
+
+    def load_jobs(
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """enqueue_many for backfills that need no ids back: COPY straight into the jobs table, the
+        server writing while the client still validates (the fastest path; see pgwork.db.bulk).
+        All or none, as enqueue_many; returns how many jobs were added."""
+        rows = validated(jobs, self.max_payload_bytes)
+        with self._pool.connection(conn) as c:
+            return copy_load(c, rows, now=now, on_progress=on_progress)
 
     # -- the job's life -------------------------------------------------------------------
 
