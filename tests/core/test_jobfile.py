@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.jobfile import BadLine, parse_line
 from pgwork.models import NewJob
 from pgwork.validation import MAX_JSON_DEPTH, _json_problem, check_json
-from tests.core.test_queue_cli import pgwork
+from tests.core.test_queue_cli import ROOT, pgwork
 
 
 def _nested(depth: int) -> Any:
@@ -191,11 +193,6 @@ def test_payload_from_a_file_or_stdin_passes_the_argument_limit(dsn: str, tmp_pa
 
 
 def test_payload_from_stdin(dsn: str) -> None:
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from tests.core.test_queue_cli import ROOT  # noqa: PLC0415
-
     done = subprocess.run(
         [sys.executable, "-m", "pgwork.cli", "--dsn", dsn, "enqueue", "ocr", "--payload", "-"],
         input='{"from": "stdin"}',
