@@ -47,7 +47,7 @@ def _jobs(count: int, offset: int = 0) -> list[NewJob]:
 def _rows(dsn: str, ids: list[int] | None = None) -> list[dict[str, Any]]:
     with psycopg.connect(dsn, row_factory=dict_row) as conn:
         query = f"SELECT {SHAPE} FROM pgwork.jobs WHERE %s::bigint[] IS NULL OR id = ANY (%s) ORDER BY id"
-        return conn.execute(query, (ids, ids)).fetchall()  # type: ignore[arg-type]
+        return conn.execute(query, (ids, ids)).fetchall()
 
 
 def _count(dsn: str) -> int:
@@ -121,7 +121,7 @@ def test_a_producer_loads_in_bulk_and_new_rows_start_pending(dsn: str, make_role
         with (
             psycopg.connect(producer) as conn,
             pytest.raises(psycopg.errors.InsufficientPrivilege),
-            conn.cursor().copy(statement) as copy,  # type: ignore[arg-type]
+            conn.cursor().copy(statement) as copy,
         ):
             copy.write("ocr\tk\trunning\n")
 

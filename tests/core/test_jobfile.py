@@ -160,7 +160,7 @@ def test_from_file_loads_every_line_in_batches(dsn: str, tmp_path: Path) -> None
     assert "enqueued 2501 jobs" in out.stdout and "2502 lines" in out.stdout
     assert "[" not in out.stderr, "a progress bar was drawn though stderr is not a terminal"
     with psycopg.connect(dsn) as conn:
-        types = dict(conn.execute("SELECT job_type, count(*) FROM pgwork.jobs GROUP BY 1").fetchall())
+        types: dict[str, int] = dict(conn.execute("SELECT job_type, count(*) FROM pgwork.jobs GROUP BY 1").fetchall())
     assert types == {"ocr": 2500, "mail": 1}
 
 
