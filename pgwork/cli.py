@@ -25,7 +25,7 @@ from pgwork.db import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_age, parse_duration
 from pgwork.errors import PgworkError
-from pgwork.models import Reclaimed
+from pgwork.models import PruneProgress, Reclaimed
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import json_safe, render, visible
 from pgwork.validation import parse_id, parse_whole
@@ -264,9 +264,24 @@ def cmd_prune(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     statuses = prune_statuses(args.status, args.include_dead)
+    batch = _whole(args.batch_size, "--batch-size", "use 1..100000 rows per transaction") or 10_000
+    longest = 0.0
+    shown_at = time.monotonic()
+
+    def progress(p: PruneProgress) -> None:
+        # One line a second at most: a CronJob's log shows the prune moving without a line per batch.
+        nonlocal longest, shown_at
+        longest = max(longest, p.seconds)
+        if time.monotonic() - shown_at >= 1.0:
+            shown_at = time.monotonic()
+            print(f"pruning: {p.total} deleted so far ({p.status}), longest batch {longest:.2f}s", flush=True)
+
     with _queue(args) as q:
-        deleted = q.prune(timedelta(seconds=age), statuses=statuses)
-    print(f"deleted {deleted} {'/'.join(statuses)} jobs older than {visible(args.older_than.strip())}")
+        deleted = q.prune(timedelta(seconds=age), statuses=statuses, batch=batch, on_progress=progress)
+    print(
+        f"deleted {deleted} {'/'.join(statuses)} jobs older than {visible(args.older_than.strip())} "
+        f"(batches of {batch}, longest {longest:.2f}s)"
+    )
     return 0
 
 
@@ -340,6 +355,7 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--include-dead", action="store_true", help="also delete dead jobs and their last_error (never by default)"
     )
+    p.add_argument("--batch-size", help="rows per transaction, each batch committed on its own (default 10000)")
 
     own = Path(__file__).resolve().parent
     for module_name in EXTENSIONS:

@@ -8,6 +8,7 @@ its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from pgwork.db.rows import (
     FailRow,
     HeartbeatRow,
     IdRow,
+    PruneBatchRow,
     SucceedManyRow,
     SucceedRow,
 )
@@ -38,6 +40,7 @@ from pgwork.models import (
     Lease,
     LeaseState,
     NewJob,
+    PruneProgress,
     Reclaimed,
 )
 from pgwork.validation import (
@@ -360,22 +363,34 @@ class Queue(QueueBase):
         now: datetime | None = None,
         batch: int = 10_000,
         conn: AnyConnection | None = None,
+        on_progress: Callable[[PruneProgress], None] | None = None,
     ) -> int:
-        """Delete finished jobs completed before now - older_than, batch by batch."""
+        """Delete finished jobs completed before now - older_than, batch by batch, oldest first.
+
+        Each batch is its own short transaction (so no prune holds a long lock, transaction or
+        snapshot, and vacuum can reclaim behind it), resuming at the completed_at the last batch
+        reached; `on_progress` hears of each. With `conn` the batches run in the caller's
+        transaction instead, which the caller then holds for the whole prune."""
         seconds = check_age(older_than)
-        if seconds < 0:
-            raise InvalidArgument("older_than", "is negative", "give an age such as 30d")
-        allowed = {"succeeded", "cancelled", "dead"}
-        if not statuses or not set(statuses) <= allowed:
-            raise InvalidArgument("statuses", f"must be among {sorted(allowed)}", "only history is pruned")
-        check_int(batch, "batch", 1, 1_000_000, "prune in batches of at most 1000000")
-        params = {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch}
+        allowed = ("succeeded", "cancelled", "dead")
+        if not statuses or not set(statuses) <= set(allowed):
+            raise InvalidArgument("statuses", f"must be among {list(allowed)}", "only history is pruned")
+        check_int(batch, "batch", 1, 100_000, "prune in batches of at most 100000")
         total = 0
-        while True:
-            deleted = int(self._scalar("prune", params, conn) or 0)
-            total += deleted
-            if deleted < batch:
-                return total
+        for status in dict.fromkeys(statuses):
+            after: datetime | None = None
+            while True:
+                params = {"status": status, "older_than": seconds, "batch": batch, "after": after, "now": now}
+                started = time.monotonic()
+                row = self._one("prune_batch", params, PruneBatchRow, conn)
+                deleted = row.deleted if row is not None else 0
+                total += deleted
+                if on_progress is not None:
+                    on_progress(PruneProgress(status, deleted, total, time.monotonic() - started))
+                if deleted < batch or row is None:
+                    break
+                after = row.through
+        return total
 
 
 # attempt_count and max_attempts are smallint columns.

@@ -164,3 +164,9 @@ SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 -- name: load_copy :copy
 COPY pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context)
 FROM STDIN;
+
+-- name: prune_batch :one
+-- One batch of retention for one status, from the completed_at the previous batch reached
+-- (migration 0006); run in its own short transaction.
+SELECT * FROM pgwork.prune_batch(%(status)s::text, %(older_than)s::float8, %(batch)s::integer,
+                                 %(after)s::timestamptz, %(now)s::timestamptz);
