@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgwork.tools.lab import claimers, claims, crash, drain, held, history, plots, report, results, wake
+from pgwork.tools.lab import bulk, claimers, claims, crash, drain, held, history, plots, prune, report, results, wake
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 
@@ -26,6 +26,8 @@ EXPERIMENTS: dict[str, Any] = {
     "crash": crash,
     "drain": drain,
     "wake": wake,
+    "bulk": bulk,
+    "prune": prune,
 }
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")

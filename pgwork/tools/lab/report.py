@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgwork.tools.lab import reference
+from pgwork.tools.lab import reference, report_backfill
 from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, select
 from pgwork.tools.lab.results import Row
 
@@ -348,4 +348,5 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     wake_drain = select(rows, "wake-drain")
     if wake_drain:
         parts += [render_pivot(pivot(wake_drain), "options", "workers"), ""]
+    parts += report_backfill.sections(rows)
     return "\n".join(parts).rstrip() + "\n"
