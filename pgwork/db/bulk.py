@@ -54,14 +54,31 @@ def copy_line(ordinal: int, row: JobRow) -> str:
     )
 
 
-def load_line(row: JobRow, now: datetime) -> str:
-    """One pgwork.jobs row in COPY's text format (pure): available_at resolved against `now`, the
+def load_line(row: JobRow, clock: Clock) -> str:
+    """One pgwork.jobs row in COPY's text format (pure): available_at resolved against the
     transaction's clock, as the INSERT of `enqueue` resolves it."""
-    available = row.available_at if row.available_at is not None else now + timedelta(seconds=row.delay)
+    available = row.available_at.isoformat() if row.available_at is not None else clock.after(row.delay)
     return (
         f"{copy_text(row.job_type)}\t{copy_text(row.payload_json)}\t{row.priority}\t{row.max_attempts}\t"
-        f"{available.isoformat()}\t{copy_text(row.key)}\t{_trace(row)}\n"
+        f"{available}\t{copy_text(row.key)}\t{_trace(row)}\n"
     )
+
+
+class Clock:
+    """`now + delay` as COPY text, remembered per delay: a backfill's jobs share a few delays (most
+    none), and formatting an instant costs more than the rest of the line."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self._text: dict[float, str] = {}
+
+    def after(self, delay: float) -> str:
+        text = self._text.get(delay)
+        if text is None:
+            text = (self.now + timedelta(seconds=delay)).isoformat()
+            if len(self._text) < 10_000:
+                self._text[delay] = text
+        return text
 
 
 def _trace(row: JobRow) -> str:
@@ -106,7 +123,7 @@ def copy_load(
 ) -> int:
     """COPY `rows` straight into pgwork.jobs; returns how many. Same transaction rules."""
     with conn.transaction(), conn.cursor() as cur:
-        clock = statements.scalar(conn, "load_clock", {"now": now})
+        clock = Clock(statements.scalar(conn, "load_clock", {"now": now}))
         with statements.copy(cur, "load_copy") as copy:
             written = _stream(copy, (load_line(row, clock) for row in rows), on_progress)
     _report(on_progress, written)
