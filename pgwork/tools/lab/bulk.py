@@ -31,7 +31,7 @@ class Plan:
 
 
 def plan(quick: bool) -> Plan:
-    return Plan(3_000, 1) if quick else Plan(1_000_000, 2)
+    return Plan(3_000, 1) if quick else Plan(1_000_000, 3)
 
 
 def payload(n: int) -> dict[str, object]:
