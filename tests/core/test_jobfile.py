@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pty
 import re
 import subprocess
 import sys
@@ -205,3 +207,44 @@ def test_payload_from_stdin(dsn: str) -> None:
     assert done.returncode == 0, done.stderr
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT payload FROM pgwork.jobs").fetchone() == ({"from": "stdin"},)
+
+
+def test_from_file_draws_a_progress_bar_on_a_terminal(dsn: str, tmp_path: Path) -> None:
+    path = _write(tmp_path / "jobs.jsonl", [json.dumps({"payload": {"n": n}}) for n in range(300)])
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pgwork.cli",
+                "--dsn",
+                dsn,
+                "enqueue",
+                "ocr",
+                "--from-file",
+                path,
+                "--batch-size",
+                "100",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            timeout=60,
+            check=False,
+        )
+        os.close(follower)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal's other end closed: all read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0
+    assert b"100/300 (33%)" in drawn and b"300/300 (100%)" in drawn
+    assert b"enqueued 300 jobs" in done.stdout

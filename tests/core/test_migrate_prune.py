@@ -71,7 +71,8 @@ def test_batches_resume_where_the_last_stopped_and_stay_within_their_age(queue: 
         # ones, and 5 too young to prune; 3 dead jobs, which succeeded/cancelled pruning never touches.
         conn.execute(
             """INSERT INTO pgwork.jobs (job_type, status, idempotency_key, completed_at)
-               SELECT 't', 'succeeded'::pgwork.job_status, 'a' || g, now() - interval '40 days' FROM generate_series(1, 25) AS g
+               SELECT 't', 'succeeded'::pgwork.job_status, 'a' || g, now() - interval '40 days'
+                 FROM generate_series(1, 25) AS g
                UNION ALL SELECT 't', 'succeeded', 'b' || g, now() - interval '20 days' + g * interval '1 s'
                  FROM generate_series(1, 10) AS g
                UNION ALL SELECT 't', 'succeeded', 'c' || g, now() - interval '1 day' FROM generate_series(1, 5) AS g
