@@ -147,7 +147,14 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def _enqueue_file(args: argparse.Namespace) -> int:
     """--from-file: check every line first (nothing is written if one is bad), then load in batches
     with a progress bar on a terminal and one summary line otherwise."""
-    for flag, value in (("--payload", args.payload != "{}"), ("--key", args.key), ("--delay", args.delay)):
+    given = {
+        "--payload": args.payload != "{}",
+        "--key": args.key is not None,
+        "--delay": args.delay is not None,
+        "--priority": args.priority != "100",
+        "--max-attempts": args.max_attempts != "5",
+    }
+    for flag, value in given.items():
         if value:
             raise UsageError(f"{flag}: each line of --from-file says its own; remove {flag}")
     batch = _whole(args.batch_size, "--batch-size", "use 1..1000000 jobs per transaction") or jobfile.DEFAULT_BATCH

@@ -179,6 +179,14 @@ def test_from_file_with_a_bad_or_hostile_line_writes_nothing(dsn: str, tmp_path:
         assert _count(dsn) == 0
 
 
+@pytest.mark.parametrize("flag", [["--payload", "{}x"], ["--key", "k"], ["--priority", "3"], ["--max-attempts", "2"]])
+def test_from_file_refuses_what_each_line_says_itself(dsn: str, tmp_path: Path, flag: list[str]) -> None:
+    path = _write(tmp_path / "jobs.jsonl", ['{"job_type": "ocr"}'])
+    out = pgwork("enqueue", "--from-file", path, *flag, dsn=dsn)
+    assert out.returncode == 2 and f"{flag[0]}: each line of --from-file says its own" in out.stderr
+    assert _count(dsn) == 0
+
+
 def test_payload_from_a_file_or_stdin_passes_the_argument_limit(dsn: str, tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"doc": "x" * (2 * 1024 * 1024)}), encoding="utf-8")
