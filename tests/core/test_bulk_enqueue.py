@@ -140,3 +140,14 @@ def test_progress_is_reported_as_rows_are_sent(queue: Queue) -> None:
     heard: list[int] = []
     queue.load_jobs(_jobs(12_000), on_progress=heard.append)
     assert heard == sorted(heard) and heard[-1] == 12_000 and len(heard) >= 3
+
+
+def test_many_bulk_loads_on_one_pooled_connection(dsn: str) -> None:
+    # Past the pool's prepare threshold the staging statements run prepared, against a staging
+    # table created anew each time.
+    with Queue(dsn, pool_size=1) as q:
+        for round_ in range(7):
+            ids = q.enqueue_many(NewJob("ocr", {"n": n, "round": round_}) for n in range(BULK_THRESHOLD + 1))
+            assert len(ids) == len(set(ids)) == BULK_THRESHOLD + 1
+            assert q.load_jobs(NewJob("ocr", {"n": n}) for n in range(BULK_THRESHOLD + 1)) == BULK_THRESHOLD + 1
+    assert _count(dsn) == 14 * (BULK_THRESHOLD + 1)
