@@ -12,6 +12,8 @@ class InvalidArgument(PgworkError, ValueError):
 
     def __init__(self, field: str, problem: str, fix: str) -> None:
         self.field = field
+        self.problem = problem
+        self.fix = fix
         super().__init__(f"{field}: {problem} ({fix})")
 
 

@@ -109,3 +109,14 @@ class CancelReport:
     cancelled: list[int]  # were pending: now cancelled
     requested: list[int]  # were running: the holder will stop at its next heartbeat
     not_cancellable: list[int]  # finished already, or no such job
+
+
+@dataclass(frozen=True)
+class PruneProgress:
+    """One committed prune batch: its status, rows deleted by it and so far (all statuses), and
+    how long its transaction took."""
+
+    status: str
+    deleted: int
+    total: int
+    seconds: float

@@ -11,15 +11,18 @@ from psycopg.types.json import Jsonb
 
 from pgwork.db.rows import CancelRow
 from pgwork.models import CancelReport, NewJob
-from pgwork.validation import check_ids, validate
+from pgwork.validation import JobRow, check_ids, validate
 
 
 def enqueue_params(jobs: Sequence[NewJob], max_payload_bytes: int, now: datetime | None) -> dict[str, Any] | None:
     """The `enqueue` statement's parameters, or None for no jobs. All are validated first (one
     bad job raises InvalidArgument and nothing is sent)."""
     rows = [validate(job, max_payload_bytes) for job in jobs]
-    if not rows:
-        return None
+    return unnest_params(rows, now) if rows else None
+
+
+def unnest_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
+    """The one-statement `enqueue`'s parameters for rows already validated (arrays it unnests)."""
     return {
         "now": now,
         "job_types": [r.job_type for r in rows],

@@ -7,22 +7,26 @@ its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name
 
 from __future__ import annotations
 
+import itertools
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from pgwork.db.base import QueueBase, check_seconds
+from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.connect import AnyConnection
-from pgwork.db.params import cancel_ids, cancel_report, enqueue_params, identity
+from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
 from pgwork.db.rows import (
     CancelRow,
     ClaimRow,
     FailRow,
     HeartbeatRow,
     IdRow,
+    PruneBatchRow,
     SucceedManyRow,
     SucceedRow,
 )
@@ -37,6 +41,7 @@ from pgwork.models import (
     Lease,
     LeaseState,
     NewJob,
+    PruneProgress,
     Reclaimed,
 )
 from pgwork.validation import (
@@ -47,6 +52,7 @@ from pgwork.validation import (
     check_text,
     error_text,
     result_json,
+    validate,
 )
 
 
@@ -80,13 +86,48 @@ class Queue(QueueBase):
         return self.enqueue_many([job], conn=conn, now=now)[0]
 
     def enqueue_many(
-        self, jobs: Sequence[NewJob], *, conn: AnyConnection | None = None, now: datetime | None = None
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> list[int]:
-        """Add many jobs in one statement. All are validated first: one bad job writes none."""
-        params = enqueue_params(jobs, self.max_payload_bytes, now)
-        if params is None:
+        """Add many jobs, all or none: one bad job (InvalidArgument naming its field and its place
+        in the batch) writes none. Returns the ids in input order. Past BULK_THRESHOLD jobs they go
+        through COPY (pgwork.db.bulk), streamed as they are validated, so `jobs` may be a generator
+        of millions; `on_progress(n)` hears how many have been sent so far. With `conn`, the jobs
+        exist iff the caller commits."""
+        iterator = iter(jobs)
+        head = list(itertools.islice(iterator, BULK_THRESHOLD + 1))
+        if len(head) > BULK_THRESHOLD:
+            rows = validated(itertools.chain(head, iterator), self.max_payload_bytes)
+            with self._pool.connection(conn) as c:
+                return copy_enqueue(c, rows, now=now, on_progress=on_progress)
+        if not head:
             return []
-        return [r.id for r in self._many("enqueue", params, IdRow, conn)]
+        # A lone job's error needs no place in a batch (enqueue's errors read as before).
+        limit = self.max_payload_bytes
+        small = list(validated(head, limit)) if len(head) > 1 else [validate(head[0], limit)]
+        ids = [r.id for r in self._many("enqueue", unnest_params(small, now), IdRow, conn)]
+        if on_progress is not None:
+            on_progress(len(ids))
+        return ids
+
+    def load_jobs(
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """enqueue_many for backfills that need no ids back: COPY straight into the jobs table, the
+        server writing while the client still validates (the fastest path; see pgwork.db.bulk).
+        All or none, as enqueue_many; returns how many jobs were added."""
+        rows = validated(jobs, self.max_payload_bytes)
+        with self._pool.connection(conn) as c:
+            return copy_load(c, rows, now=now, on_progress=on_progress)
 
     # -- the job's life -------------------------------------------------------------------
 
@@ -313,22 +354,34 @@ class Queue(QueueBase):
         now: datetime | None = None,
         batch: int = 10_000,
         conn: AnyConnection | None = None,
+        on_progress: Callable[[PruneProgress], None] | None = None,
     ) -> int:
-        """Delete finished jobs completed before now - older_than, batch by batch."""
+        """Delete finished jobs completed before now - older_than, batch by batch, oldest first.
+
+        Each batch is its own short transaction (so no prune holds a long lock, transaction or
+        snapshot, and vacuum can reclaim behind it), resuming at the completed_at the last batch
+        reached; `on_progress` hears of each. With `conn` the batches run in the caller's
+        transaction instead, which the caller then holds for the whole prune."""
         seconds = check_age(older_than)
-        if seconds < 0:
-            raise InvalidArgument("older_than", "is negative", "give an age such as 30d")
-        allowed = {"succeeded", "cancelled", "dead"}
-        if not statuses or not set(statuses) <= allowed:
-            raise InvalidArgument("statuses", f"must be among {sorted(allowed)}", "only history is pruned")
-        check_int(batch, "batch", 1, 1_000_000, "prune in batches of at most 1000000")
-        params = {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch}
+        allowed = ("succeeded", "cancelled", "dead")
+        if not statuses or not set(statuses) <= set(allowed):
+            raise InvalidArgument("statuses", f"must be among {list(allowed)}", "only history is pruned")
+        check_int(batch, "batch", 1, 100_000, "prune in batches of at most 100000")
         total = 0
-        while True:
-            deleted = int(self._scalar("prune", params, conn) or 0)
-            total += deleted
-            if deleted < batch:
-                return total
+        for status in dict.fromkeys(statuses):
+            after: datetime | None = None
+            while True:
+                params = {"status": status, "older_than": seconds, "batch": batch, "after": after, "now": now}
+                started = time.monotonic()
+                row = self._one("prune_batch", params, PruneBatchRow, conn)
+                deleted = row.deleted if row is not None else 0
+                total += deleted
+                if on_progress is not None:
+                    on_progress(PruneProgress(status, deleted, total, time.monotonic() - started))
+                if deleted < batch or row is None:
+                    break
+                after = row.through
+        return total
 
 
 # attempt_count and max_attempts are smallint columns.

@@ -159,3 +159,9 @@ class RoleFacts:
     rolname: str
     rolsuper: bool
     has_owner_rights: bool
+
+
+@dataclass(frozen=True)
+class PruneBatchRow:
+    deleted: int
+    through: datetime | None

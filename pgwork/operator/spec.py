@@ -263,13 +263,21 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     try:
         if not re.fullmatch(OLDER_THAN_PATTERN, older_than):
             raise ValueError(older_than)
-        parse_duration(older_than, "spec.retention.olderThan")
+        age = parse_duration(older_than, "spec.retention.olderThan")
     except ValueError:
         raise SpecError(
             "spec.retention.olderThan",
             f"{shown(older_than)} is not a duration with a unit",
             "e.g. 7d, 36h, 90m; a bare number is refused (seconds or days?)",
         ) from None
+    if age <= 0:
+        # Every run would delete each job the moment it finishes, its last_error with it, and a
+        # prune chasing jobs finishing as it runs may never reach the end.
+        raise SpecError(
+            "spec.retention.olderThan",
+            f"{shown(older_than)} would delete finished jobs as soon as they finish",
+            "give an age such as 7d; to keep history forever set retention.enabled: false",
+        )
     retention_schedule = rt.string("schedule")
     assert retention_schedule is not None
     retention = RetentionSpec(

@@ -68,6 +68,8 @@ def test_defaults_fill_a_minimal_spec() -> None:
         (with_(reaper={"schedule": "61 * * * *"}), "spec.reaper.schedule", "outside 0-59"),
         (with_(reaper={"loopSeconds": 5, "everySeconds": 10}), "spec.reaper.everySeconds", "loopSeconds"),
         (with_(retention={"olderThan": "a week"}), "spec.retention.olderThan", "duration"),
+        (with_(retention={"olderThan": "0s"}), "spec.retention.olderThan", "as soon as they finish"),
+        (with_(retention={"olderThan": "0d0h"}), "spec.retention.olderThan", "retention.enabled: false"),
         (with_(retention={"schedule": "@sometimes"}), "spec.retention.schedule", "macro"),
         (with_(replicas=-1), "spec.replicas", "out of range"),
     ],

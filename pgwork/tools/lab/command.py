@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pgwork.tools.lab import (
+    bulk,
     claimers,
     claims,
     crash,
@@ -24,6 +25,7 @@ from pgwork.tools.lab import (
     held,
     history,
     plots,
+    prune,
     report,
     results,
     waits,
@@ -41,6 +43,8 @@ EXPERIMENTS: dict[str, Any] = {
     "wake": wake,
     "heartbeat": heartbeat,
     "waits": waits,
+    "bulk": bulk,
+    "prune": prune,
 }
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")

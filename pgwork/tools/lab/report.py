@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgwork.tools.lab import reference
+from pgwork.tools.lab import reference, report_backfill
 from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, select
 from pgwork.tools.lab.results import Row
 
@@ -382,4 +382,6 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     cost = select(rows, "waits-cost")
     if cost:
         parts += [render_pivot(pivot(cost), "case", "trigger"), ""]
+
+    parts += report_backfill.sections(rows)
     return "\n".join(parts).rstrip() + "\n"

@@ -156,3 +156,30 @@ ALTER TABLE pgwork.jobs ENABLE TRIGGER jobs_notify_finished;
 
 -- name: lab_job_status
 SELECT j.status::text AS status FROM pgwork.jobs AS j WHERE j.id = %(id)s;
+-- name: raw_copy
+-- The bulk-enqueue baseline: COPY straight into the jobs table, no validation, no derived keys.
+COPY pgwork.jobs (job_type, payload, idempotency_key) FROM STDIN;
+
+-- name: bulk_facts
+-- What a bulk load must leave: every row pending, unclaimed, with its own key.
+SELECT count(*) AS jobs,
+       count(*) FILTER (WHERE j.status = 'pending' AND j.attempt_count = 0 AND j.lease_token IS NULL) AS fresh,
+       count(DISTINCT j.idempotency_key) AS keys
+  FROM pgwork.jobs AS j;
+
+-- name: pending_backlog
+-- Claimable jobs for the prune experiment's claimer, by SQL (the bulk path is measured elsewhere).
+INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
+SELECT 'lab', jsonb_build_object('n', g), 'backlog-' || g FROM generate_series(1, %(jobs)s::bigint) AS g;
+
+-- name: prune_facts
+SELECT count(*) FILTER (WHERE j.status = 'succeeded' AND j.completed_at < now() - interval '7 days') AS old,
+       count(*) FILTER (WHERE j.status IN ('pending', 'running')) AS live
+  FROM pgwork.jobs AS j;
+
+-- name: reindex_claim_index_concurrently
+REINDEX INDEX CONCURRENTLY pgwork.jobs_claim_idx;
+
+-- name: old_prune
+-- The first migration's prune, one unordered batch per call: the baseline for prune_batch.
+SELECT pgwork.prune(ARRAY['succeeded', 'cancelled'], %(older_than)s::float8, %(batch)s::integer, NULL) AS deleted;
