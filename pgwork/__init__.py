@@ -2,24 +2,30 @@
 
 from pgwork.backoff import Backoff
 from pgwork.db import Queue, migrate
-from pgwork.errors import InvalidArgument, PgworkError
+from pgwork.db.aqueue import AsyncQueue
+from pgwork.errors import InvalidArgument, JobFailed, PgworkError, WaitTimeout
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState, NewJob
 from pgwork.version import __version__
+from pgwork.worker.app import App
 from pgwork.worker.registry import Job, PermanentError, handler
 
 __all__ = [
+    "App",
+    "AsyncQueue",
     "Backoff",
     "ClaimedJob",
     "Completion",
     "FailOutcome",
     "InvalidArgument",
     "Job",
+    "JobFailed",
     "Lease",
     "LeaseState",
     "NewJob",
     "PermanentError",
     "PgworkError",
     "Queue",
+    "WaitTimeout",
     "__version__",
     "handler",
     "migrate",

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -18,13 +19,13 @@ from typing import Any
 
 import psycopg
 
-from pgwork import __version__, tracing
+from pgwork import __version__, jobfile, tracing
 from pgwork.cli_parser import DSN_HELP, CommandParser, SubcommandParser, parse_strictly
 from pgwork.db import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_age, parse_duration
 from pgwork.errors import PgworkError
-from pgwork.models import COUNTS, Reclaimed, TypeStats
+from pgwork.models import COUNTS, PruneProgress, Reclaimed, TypeStats
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import json_safe, render, visible
 from pgwork.validation import parse_id, parse_job_types, parse_whole
@@ -113,7 +114,13 @@ def cmd_grant(args: argparse.Namespace) -> int:
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    payload = _json_object(args.payload)
+    if args.from_file is not None:
+        return _enqueue_file(args)
+    if args.job_type is None:
+        raise UsageError("TYPE: name the job type, e.g. pgwork enqueue ocr --payload '{}' (or use --from-file)")
+    if args.batch_size is not None:
+        raise UsageError("--batch-size: applies only with --from-file")
+    payload = _json_object(jobfile.payload_argument(args.payload, sys.stdin))
     delay = _seconds(args.delay, "--delay") if args.delay is not None else None
     priority = _whole(args.priority, "--priority", "use 0..32767, lower runs first")
     max_attempts = _whole(args.max_attempts, "--max-attempts", "use 1..32767")
@@ -134,6 +141,41 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     finally:
         tracing.shutdown(provider)
     print(job_id)
+    return 0
+
+
+def _enqueue_file(args: argparse.Namespace) -> int:
+    """--from-file: check every line first (nothing is written if one is bad), then load in batches
+    with a progress bar on a terminal and one summary line otherwise."""
+    given = {
+        "--payload": args.payload != "{}",
+        "--key": args.key is not None,
+        "--delay": args.delay is not None,
+        "--priority": args.priority != "100",
+        "--max-attempts": args.max_attempts != "5",
+    }
+    for flag, value in given.items():
+        if value:
+            raise UsageError(f"{flag}: each line of --from-file says its own; remove {flag}")
+    batch = _whole(args.batch_size, "--batch-size", "use 1..1000000 jobs per transaction") or jobfile.DEFAULT_BATCH
+    if not 1 <= batch <= 1_000_000:
+        raise UsageError("--batch-size: use 1..1000000 jobs per transaction")
+    started = time.monotonic()
+    bar = sys.stderr.isatty()
+
+    def show(done: int, total: int) -> None:
+        print(
+            f"\r{jobfile.progress_text(done, total, time.monotonic() - started)}", end="", file=sys.stderr, flush=True
+        )
+
+    with _queue(args) as q:
+        found = jobfile.enqueue_file(
+            q, Path(args.from_file), args.job_type, batch=batch, on_progress=show if bar else None
+        )
+    if bar:
+        print(file=sys.stderr)
+    took = time.monotonic() - started
+    print(f"enqueued {found.jobs} jobs from {visible(args.from_file)} ({found.lines} lines) in {took:.1f}s")
     return 0
 
 
@@ -254,9 +296,24 @@ def cmd_prune(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     statuses = prune_statuses(args.status, args.include_dead)
+    batch = _whole(args.batch_size, "--batch-size", "use 1..100000 rows per transaction") or 10_000
+    longest = 0.0
+    shown_at = time.monotonic()
+
+    def progress(p: PruneProgress) -> None:
+        # One line a second at most: a CronJob's log shows the prune moving without a line per batch.
+        nonlocal longest, shown_at
+        longest = max(longest, p.seconds)
+        if time.monotonic() - shown_at >= 1.0:
+            shown_at = time.monotonic()
+            print(f"pruning: {p.total} deleted so far ({p.status}), longest batch {longest:.2f}s", flush=True)
+
     with _queue(args) as q:
-        deleted = q.prune(timedelta(seconds=age), statuses=statuses)
-    print(f"deleted {deleted} {'/'.join(statuses)} jobs older than {visible(args.older_than.strip())}")
+        deleted = q.prune(timedelta(seconds=age), statuses=statuses, batch=batch, on_progress=progress)
+    print(
+        f"deleted {deleted} {'/'.join(statuses)} jobs older than {visible(args.older_than.strip())} "
+        f"(batches of {batch}, longest {longest:.2f}s)"
+    )
     return 0
 
 
@@ -283,13 +340,22 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
         help="reader (counts, ages, errors; no payloads), producer (+ enqueue), worker (+ claim, heartbeat, "
         "finish), reaper (reader + reap, prune), maintainer (reaper + retry, cancel); sets exactly that profile",
     )
-    p = add("enqueue", cmd_enqueue, "add one job; prints its id")
-    p.add_argument("job_type", metavar="TYPE")
-    p.add_argument("--payload", default="{}", help="JSON object (default {})")
+    p = add("enqueue", cmd_enqueue, "add one job and print its id, or many from a JSON Lines file")
+    p.add_argument("job_type", metavar="TYPE", nargs="?", help="the job type (with --from-file: for lines naming none)")
+    p.add_argument(
+        "--payload", default="{}", help="JSON object, @FILE to read it from a file, - for stdin (default {})"
+    )
     p.add_argument("--key", help="idempotency key (default: derived from type and payload)")
     p.add_argument("--priority", default="100", help="0..32767, lower runs first (default 100)")
     p.add_argument("--delay", help="run no sooner than this from now: 30, 30s, 5m")
     p.add_argument("--max-attempts", default="5", help="attempts before the job goes dead (default 5)")
+    p.add_argument(
+        "--from-file",
+        metavar="FILE",
+        help="enqueue one job per line of a JSON Lines file (fields as NewJob); every line is checked before any is "
+        "written",
+    )
+    p.add_argument("--batch-size", help=f"with --from-file: jobs per transaction (default {jobfile.DEFAULT_BATCH})")
     for name, func, text in (
         ("stats", cmd_stats, "backlog per job type: ready, scheduled, running, dead"),
         ("running", cmd_running, "jobs in flight: owner, lease left, heartbeat age"),
@@ -329,6 +395,7 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--include-dead", action="store_true", help="also delete dead jobs and their last_error (never by default)"
     )
+    p.add_argument("--batch-size", help="rows per transaction, each batch committed on its own (default 10000)")
 
     own = Path(__file__).resolve().parent
     for module_name in EXTENSIONS:

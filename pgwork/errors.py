@@ -12,6 +12,8 @@ class InvalidArgument(PgworkError, ValueError):
 
     def __init__(self, field: str, problem: str, fix: str) -> None:
         self.field = field
+        self.problem = problem
+        self.fix = fix
         super().__init__(f"{field}: {problem} ({fix})")
 
 
@@ -47,3 +49,28 @@ class AccessDenied(Unreachable):
 
 
 PERMANENT_CONNECT_ERRORS = (BadConnectionString, AccessDenied)
+
+
+class JobFailed(PgworkError):
+    """A waited-for job ended without a result: dead (attempts used up, or a permanent error)
+    or cancelled. `last_error` is the job's final error as stored."""
+
+    def __init__(self, job_id: int, status: str, attempts: int, last_error: str | None) -> None:
+        self.job_id = job_id
+        self.status = status
+        self.attempts = attempts
+        self.last_error = last_error
+        first = (last_error or "").strip().splitlines()[0] if (last_error or "").strip() else "no error recorded"
+        super().__init__(f"job {job_id} is {status} after {attempts} attempt(s): {first}")
+
+
+class WaitTimeout(PgworkError, TimeoutError):
+    """A waited-for job had not finished when the wait's timeout ran out (it may still finish)."""
+
+    def __init__(self, job_id: int, timeout: float, status: str) -> None:
+        self.job_id = job_id
+        self.timeout = timeout
+        self.status = status
+        super().__init__(
+            f"job {job_id} is still {status} after waiting {timeout:g}s (it keeps its place; wait again, or longer)"
+        )

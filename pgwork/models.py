@@ -36,6 +36,8 @@ class Lease:
     # The job's attempt budget as the claim saw it (None: unknown, e.g. a lease made by hand);
     # the database enforces the budget either way.
     max_attempts: int | None = None
+    # The claimed job's type, so a failure is spaced by that type's own backoff (None: unknown).
+    job_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -118,3 +120,14 @@ class CancelReport:
     cancelled: list[int]  # were pending: now cancelled
     requested: list[int]  # were running: the holder will stop at its next heartbeat
     not_cancellable: list[int]  # finished already, or no such job
+
+
+@dataclass(frozen=True)
+class PruneProgress:
+    """One committed prune batch: its status, rows deleted by it and so far (all statuses), and
+    how long its transaction took."""
+
+    status: str
+    deleted: int
+    total: int
+    seconds: float

@@ -1,7 +1,7 @@
 """SQL lives in .sql files; this module loads it by name, for the core and the tools alike.
 
 `queries.sql` holds `-- name: NAME :shape` blocks (the procrastinate and sqlc layout; the shape,
-one of :one, :many, :scalar, :exec, says what the statement returns and pgwork.db.statements runs it
+one of :one, :many, :scalar, :exec, :copy, says what the statement returns and pgwork.db.statements runs it
 so); migrations are files named
 `NNNN_description.sql` applied in order. The tools' own statements (the lab's strategies, the chaos
 claim log) are `-- name:` blocks too, loaded through `Statements` from their own package.
@@ -16,7 +16,7 @@ from importlib import resources
 from typing import LiteralString, cast
 
 _NAME = re.compile(r"^-- name: (\w+)(?:[ \t]+:(\w+))?[ \t]*$", re.MULTILINE)
-SHAPES = ("one", "many", "scalar", "exec")
+SHAPES = ("one", "many", "scalar", "exec", "copy")
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 

@@ -3,7 +3,7 @@ pgwork.db.queue adds the writes. Split only to keep each module small: use `Queu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
@@ -14,6 +14,7 @@ from pgwork.db.listen import Listener
 from pgwork.db.pool import POOL_TIMEOUT, Pool
 from pgwork.db.rows import DeadRow, JobRow, OwnerCount, ResultRow, RetryingRow, RunningRow
 from pgwork.db.schema import check_schema
+from pgwork.db.wait import wait_for_job
 from pgwork.errors import InvalidArgument
 from pgwork.models import TypeStats
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
@@ -30,6 +31,7 @@ class QueueBase:
         *,
         pool_size: int = 4,
         backoff: Backoff | None = None,
+        backoffs: Mapping[str, Backoff] | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         application_name: str = "pgwork",
         check: bool = True,
@@ -39,6 +41,8 @@ class QueueBase:
         self.dsn = dsn
         self.pool_timeout = check_seconds(pool_timeout, "pool_timeout")
         self.backoff = backoff or Backoff()
+        # Per job type, overriding `backoff` (handlers registered with their own).
+        self.backoffs: dict[str, Backoff] = dict(backoffs or {})
         self.max_payload_bytes = max_payload_bytes
         self.application_name = application_name
         with connect(dsn, application_name=application_name) as conn:
@@ -119,6 +123,14 @@ class QueueBase:
     def result(self, key: str) -> ResultRow | None:
         params = {"key": check_text(key, "key", "pass the job's idempotency key")}
         return self._one("get_result", params, ResultRow)
+
+    def wait(self, job_id: int, *, timeout: float = 60.0, poll: float = 1.0, result: bool = True) -> Any:
+        """The job's result once it succeeds (None with `result=False`, which needs only the
+        reader profile); raises pgwork.JobFailed (dead or cancelled, with its last error) or
+        pgwork.WaitTimeout. LISTENs on a connection of its own (never the
+        pool's) and re-reads every `poll` seconds as the fallback (pgwork.db.wait)."""
+        name = f"{self.application_name}-wait"[:63]
+        return wait_for_job(self.dsn, job_id, timeout=timeout, poll=poll, result=result, application_name=name)
 
     # -- wake-ups -------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import select
 from typing import Any
 
 import psycopg
-from psycopg import Connection
+from psycopg import AsyncConnection, Connection
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
@@ -41,35 +41,63 @@ def connect(
     """A new connection, with failures turned into one clear line that never shows a password."""
     try:
         conn: AnyConnection = psycopg.connect(
-            with_tcp_defaults(dsn),
-            autocommit=autocommit,
-            application_name=application_name,
-            connect_timeout=connect_timeout,
-            row_factory=dict_row,
+            with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
         )
-    except psycopg.ProgrammingError as exc:  # malformed connection string
-        raise BadConnectionString(f"invalid connection string: {redact(str(exc)).strip()}") from None
-    except psycopg.OperationalError as exc:
-        first = first_error_line(exc)
-        text = str(exc).lower()
-        if any(marker in text for marker in _MALFORMED):
-            raise BadConnectionString(f"invalid connection string for {describe(dsn)}: {first}") from None
-        if any(marker in text for marker in _REFUSED):
-            raise AccessDenied(
-                f"cannot connect to {describe(dsn)}: {first} (fix the user, password or database name in the "
-                "connection string or the Secret it comes from; retrying will not help)"
-            ) from None
-        raise Unreachable(f"cannot connect to {describe(dsn)}: {first}") from None
+    except (psycopg.ProgrammingError, psycopg.OperationalError) as exc:
+        raise connect_error(dsn, exc) from None
     decoding.configure(conn)
     return conn
 
 
+async def aconnect(
+    dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
+) -> AsyncConnection[Any]:
+    """`connect` for asyncio: the same keepalives, loaders and one-line errors."""
+    try:
+        conn: AsyncConnection[Any] = await AsyncConnection.connect(
+            with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
+        )
+    except (psycopg.ProgrammingError, psycopg.OperationalError) as exc:
+        raise connect_error(dsn, exc) from None
+    decoding.configure(conn)
+    return conn
+
+
+def connection_kwargs(autocommit: bool, application_name: str, prepare_threshold: int | None = 5) -> dict[str, Any]:
+    """What every pgwork connection (direct or pooled, sync or async) is opened with."""
+    return {
+        "autocommit": autocommit,
+        "application_name": application_name,
+        "row_factory": dict_row,
+        "prepare_threshold": prepare_threshold,
+    }
+
+
+def connect_error(dsn: str, exc: psycopg.Error) -> Unreachable:
+    """libpq's failure to connect as pgwork's error: one line, no password."""
+    if isinstance(exc, psycopg.ProgrammingError):  # malformed connection string
+        return BadConnectionString(f"invalid connection string: {redact(str(exc)).strip()}")
+    first = first_error_line(exc)
+    text = str(exc).lower()
+    if any(marker in text for marker in _MALFORMED):
+        return BadConnectionString(f"invalid connection string for {describe(dsn)}: {first}")
+    if any(marker in text for marker in _REFUSED):
+        return AccessDenied(
+            f"cannot connect to {describe(dsn)}: {first} (fix the user, password or database name in the "
+            "connection string or the Secret it comes from; retrying will not help)"
+        )
+    return Unreachable(f"cannot connect to {describe(dsn)}: {first}")
+
+
 def check_encoding(conn: AnyConnection) -> None:
-    value = statements.scalar(conn, "server_encoding")
+    check_encoding_value(statements.scalar(conn, "server_encoding"), conn.info.dbname)
+
+
+def check_encoding_value(value: Any, dbname: str) -> None:
+    """EncodingRefused unless `value` (the server_encoding the server reported) is UTF8."""
     # Under SQL_ASCII psycopg hands text back as bytes, this very value included.
     encoding = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
     if encoding.upper() not in ("UTF8", "UTF-8"):
-        dbname = conn.info.dbname
         raise EncodingRefused(
             f"database {dbname!r} uses encoding {encoding}; pgwork needs UTF8 (under {encoding} text comes "
             f"back as bytes and status comparisons silently fail). Create one with: "

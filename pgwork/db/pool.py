@@ -7,11 +7,10 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgwork import decoding
-from pgwork.db.connect import AnyConnection, check_idle_connection, first_error_line
+from pgwork.db.connect import AnyConnection, check_idle_connection, connection_kwargs, first_error_line
 from pgwork.dsn import describe, with_tcp_defaults
 from pgwork.errors import Unreachable
 
@@ -34,12 +33,7 @@ class Pool:
             with_tcp_defaults(dsn),
             min_size=1,
             max_size=max(1, size),
-            kwargs={
-                "autocommit": True,
-                "application_name": application_name,
-                "row_factory": dict_row,
-                "prepare_threshold": prepare_threshold,
-            },
+            kwargs=connection_kwargs(True, application_name, prepare_threshold),
             open=False,
             name=f"{application_name}-pool",
             # A broken connection is replaced, not handed out; the check costs a round trip only

@@ -7,21 +7,26 @@ its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name
 
 from __future__ import annotations
 
+import itertools
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from pgwork.db.base import QueueBase, check_seconds
+from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.connect import AnyConnection
+from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
 from pgwork.db.rows import (
     CancelRow,
     ClaimRow,
     FailRow,
     HeartbeatRow,
     IdRow,
+    PruneBatchRow,
     SucceedManyRow,
     SucceedRow,
 )
@@ -36,6 +41,7 @@ from pgwork.models import (
     Lease,
     LeaseState,
     NewJob,
+    PruneProgress,
     Reclaimed,
 )
 from pgwork.validation import (
@@ -75,37 +81,53 @@ class Queue(QueueBase):
         now: datetime | None = None,
     ) -> int:
         """Add one job; returns its id. With `conn`, the job exists iff the caller commits."""
-        job = NewJob(
-            job_type,
-            {} if payload is None else payload,
-            key,
-            priority,
-            delay,
-            available_at,
-            max_attempts,
-            trace_context or {},
-        )
+        payload = {} if payload is None else payload
+        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {})
         return self.enqueue_many([job], conn=conn, now=now)[0]
 
     def enqueue_many(
-        self, jobs: Sequence[NewJob], *, conn: AnyConnection | None = None, now: datetime | None = None
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+        on_progress: Callable[[int], None] | None = None,
     ) -> list[int]:
-        """Add many jobs in one statement. All are validated first: one bad job writes none."""
-        rows = [validate(job, self.max_payload_bytes) for job in jobs]
-        if not rows:
+        """Add many jobs, all or none: one bad job (InvalidArgument naming its field and its place
+        in the batch) writes none. Returns the ids in input order. Past BULK_THRESHOLD jobs they go
+        through COPY (pgwork.db.bulk), streamed as they are validated, so `jobs` may be a generator
+        of millions; `on_progress(n)` hears how many have been sent so far. With `conn`, the jobs
+        exist iff the caller commits."""
+        iterator = iter(jobs)
+        head = list(itertools.islice(iterator, BULK_THRESHOLD + 1))
+        if len(head) > BULK_THRESHOLD:
+            rows = validated(itertools.chain(head, iterator), self.max_payload_bytes)
+            with self._pool.connection(conn) as c:
+                return copy_enqueue(c, rows, now=now, on_progress=on_progress)
+        if not head:
             return []
-        params = {
-            "now": now,
-            "job_types": [r.job_type for r in rows],
-            "payloads": [Jsonb(r.payload_json, dumps=_identity) for r in rows],
-            "priorities": [r.priority for r in rows],
-            "max_attempts": [r.max_attempts for r in rows],
-            "available_ats": [r.available_at for r in rows],
-            "delays": [r.delay for r in rows],
-            "keys": [r.key for r in rows],
-            "trace_contexts": [Jsonb(r.trace_context) for r in rows],
-        }
-        return [r.id for r in self._many("enqueue", params, IdRow, conn)]
+        # A lone job's error needs no place in a batch (enqueue's errors read as before).
+        limit = self.max_payload_bytes
+        small = list(validated(head, limit)) if len(head) > 1 else [validate(head[0], limit)]
+        ids = [r.id for r in self._many("enqueue", unnest_params(small, now), IdRow, conn)]
+        if on_progress is not None:
+            on_progress(len(ids))
+        return ids
+
+    def load_jobs(
+        self,
+        jobs: Iterable[NewJob],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """enqueue_many for backfills that need no ids back: COPY straight into the jobs table, the
+        server writing while the client still validates (the fastest path; see pgwork.db.bulk).
+        All or none, as enqueue_many; returns how many jobs were added."""
+        rows = validated(jobs, self.max_payload_bytes)
+        with self._pool.connection(conn) as c:
+            return copy_load(c, rows, now=now, on_progress=on_progress)
 
     # -- the job's life -------------------------------------------------------------------
 
@@ -142,7 +164,7 @@ class Queue(QueueBase):
                 max_attempts=r.max_attempts,
                 idempotency_key=r.idempotency_key,
                 trace_context=r.trace_context or {},
-                lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts),
+                lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts, r.job_type),
                 lease_expires_at=r.lease_expires_at,
                 created_at=r.created_at,
                 last_error=r.last_error,
@@ -201,7 +223,7 @@ class Queue(QueueBase):
         With `conn` the caller can write its own business rows in the same transaction.
         """
         # Serialise here, so a bad result fails before any statement is sent.
-        result_jsonb = Jsonb(result_json(result), dumps=_identity)
+        result_jsonb = Jsonb(result_json(result), dumps=identity)
         params = {"id": lease.job_id, "token": lease.token, "result": result_jsonb, "now": now}
         row = self._one("succeed", params, SucceedRow, conn)
         if row is None or not row.fenced:
@@ -222,7 +244,7 @@ class Queue(QueueBase):
         ids = [lease.job_id for lease, _ in completions]
         if len(set(ids)) != len(ids):
             raise InvalidArgument("completions", "names a job more than once", "pass each lease once")
-        results = [Jsonb(result_json(result), dumps=_identity) for _, result in completions]
+        results = [Jsonb(result_json(result), dumps=identity) for _, result in completions]
         params = {"ids": ids, "tokens": [lease.token for lease, _ in completions], "results": results, "now": now}
         rows = self._many("succeed_many", params, SucceedManyRow, conn)
         held = {r.id: r.inserted for r in rows}
@@ -245,12 +267,14 @@ class Queue(QueueBase):
         now: datetime | None = None,
         conn: AnyConnection | None = None,
     ) -> Failure:
-        """Record a failed attempt: retry after a backoff while attempts remain, else dead.
+        """Record a failed attempt: retry after a backoff (the job type's own, from `backoffs`,
+        else `backoff`) while attempts remain, else dead.
 
         Decided here (pgwork.failure.decide_failure), applied by pgwork.set_state_if_held only
         while the lease holds and within its bounds: a retry past the attempt budget is applied
         as dead, whatever the caller asks; a non-retryable error goes dead at once."""
-        retry_in = self.backoff.delay(lease.attempt) if delay is None else check_seconds(delay, "delay")
+        backoff = self.backoffs.get(lease.job_type or "", self.backoff)
+        retry_in = backoff.delay(lease.attempt) if delay is None else check_seconds(delay, "delay")
         # A lease made by hand does not know the budget: ask for the retry, the database says.
         budget = lease.max_attempts if lease.max_attempts is not None else _SMALLINT_MAX
         decision = decide_failure(lease.attempt, budget, retryable, retry_in, now or datetime.now(UTC))
@@ -319,12 +343,8 @@ class Queue(QueueBase):
     def cancel(
         self, ids: Sequence[int], *, now: datetime | None = None, conn: AnyConnection | None = None
     ) -> CancelReport:
-        wanted = sorted(set(check_ids(ids)))
-        rows = self._many("cancel", {"ids": wanted, "now": now}, CancelRow, conn)
-        pending = {r.id for r in rows if r.was == "pending"}
-        running = {r.id for r in rows if r.was == "running"}
-        rest = [i for i in wanted if i not in pending and i not in running]
-        return CancelReport(sorted(pending), sorted(running), rest)
+        wanted = cancel_ids(ids)
+        return cancel_report(wanted, self._many("cancel", {"ids": wanted, "now": now}, CancelRow, conn))
 
     def prune(
         self,
@@ -334,30 +354,38 @@ class Queue(QueueBase):
         now: datetime | None = None,
         batch: int = 10_000,
         conn: AnyConnection | None = None,
+        on_progress: Callable[[PruneProgress], None] | None = None,
     ) -> int:
-        """Delete finished jobs completed before now - older_than, batch by batch."""
+        """Delete finished jobs completed before now - older_than, batch by batch, oldest first.
+
+        Each batch is its own short transaction (so no prune holds a long lock, transaction or
+        snapshot, and vacuum can reclaim behind it), resuming at the completed_at the last batch
+        reached; `on_progress` hears of each. With `conn` the batches run in the caller's
+        transaction instead, which the caller then holds for the whole prune."""
         seconds = check_age(older_than)
-        if seconds < 0:
-            raise InvalidArgument("older_than", "is negative", "give an age such as 30d")
-        allowed = {"succeeded", "cancelled", "dead"}
-        if not statuses or not set(statuses) <= allowed:
-            raise InvalidArgument("statuses", f"must be among {sorted(allowed)}", "only history is pruned")
-        check_int(batch, "batch", 1, 1_000_000, "prune in batches of at most 1000000")
-        params = {"statuses": list(statuses), "older_than": seconds, "now": now, "batch": batch}
+        allowed = ("succeeded", "cancelled", "dead")
+        if not statuses or not set(statuses) <= set(allowed):
+            raise InvalidArgument("statuses", f"must be among {list(allowed)}", "only history is pruned")
+        check_int(batch, "batch", 1, 100_000, "prune in batches of at most 100000")
         total = 0
-        while True:
-            deleted = int(self._scalar("prune", params, conn) or 0)
-            total += deleted
-            if deleted < batch:
-                return total
+        for status in dict.fromkeys(statuses):
+            after: datetime | None = None
+            while True:
+                params = {"status": status, "older_than": seconds, "batch": batch, "after": after, "now": now}
+                started = time.monotonic()
+                row = self._one("prune_batch", params, PruneBatchRow, conn)
+                deleted = row.deleted if row is not None else 0
+                total += deleted
+                if on_progress is not None:
+                    on_progress(PruneProgress(status, deleted, total, time.monotonic() - started))
+                if deleted < batch or row is None:
+                    break
+                after = row.through
+        return total
 
 
 # attempt_count and max_attempts are smallint columns.
 _SMALLINT_MAX = 32767
-
-
-def _identity(text: Any) -> str:
-    return str(text)
 
 
 def new_token() -> uuid.UUID:

@@ -35,6 +35,17 @@ class JobRow:
 
 
 @dataclass(frozen=True)
+class OutcomeRow:
+    """How a job stands, for a waiter (`job_outcome`): the result only once it succeeded."""
+
+    id: int
+    status: str
+    attempt_count: int
+    last_error: str | None
+    result: Any
+
+
+@dataclass(frozen=True)
 class ResultRow:
     """A job's effect, written once per idempotency key (`Queue.result`)."""
 
@@ -148,3 +159,9 @@ class RoleFacts:
     rolname: str
     rolsuper: bool
     has_owner_rights: bool
+
+
+@dataclass(frozen=True)
+class PruneBatchRow:
+    deleted: int
+    through: datetime | None

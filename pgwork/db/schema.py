@@ -25,18 +25,22 @@ def schema_version(conn: AnyConnection) -> int:
 
 
 def check_schema(conn: AnyConnection) -> None:
-    version = schema_version(conn)
+    check_version(schema_version(conn), conn.info.dbname)
+
+
+def check_version(version: int, dbname: str) -> None:
+    """NotMigrated or SchemaTooNew unless `version` is the one this pgwork knows (pure)."""
     latest = sql_files.latest_version()
     if version == 0:
-        raise NotMigrated(f"database {conn.info.dbname!r} has no pgwork schema; run `pgwork migrate` first")
+        raise NotMigrated(f"database {dbname!r} has no pgwork schema; run `pgwork migrate` first")
     if version > latest:
         raise SchemaTooNew(
-            f"database {conn.info.dbname!r} is at pgwork schema version {version}, but this pgwork "
+            f"database {dbname!r} is at pgwork schema version {version}, but this pgwork "
             f"knows only up to {latest}; upgrade pgwork (never run an older pgwork against it)"
         )
     if version < latest:
         raise NotMigrated(
-            f"database {conn.info.dbname!r} is at pgwork schema version {version} of {latest}; run `pgwork migrate`"
+            f"database {dbname!r} is at pgwork schema version {version} of {latest}; run `pgwork migrate`"
         )
 
 

@@ -1,14 +1,17 @@
 """Running the named statements of pgwork/sql/queries.sql, each by the row shape its block
 declares (`-- name: claim :many`): `many` and `one` map rows onto a frozen dataclass by column
-name, `scalar` returns the first column of the first row, `execute` returns nothing. Running a
-statement under another shape than it declares is an error, so the tag cannot drift."""
+name, `scalar` returns the first column of the first row, `execute` returns nothing,
+`copy` opens a COPY FROM STDIN to write rows into. Running a statement under another shape
+than it declares is an error, so the tag cannot drift. The `a`-prefixed runners do the same
+on a psycopg AsyncConnection (the AsyncQueue's), with the same statements."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Any, LiteralString, TypeVar
 
-from psycopg import Connection
+from psycopg import AsyncConnection, Connection, Copy, Cursor
 from psycopg.rows import class_row, tuple_row
 
 from pgwork import sql_files
@@ -37,6 +40,14 @@ def one(conn: Connection[Any], name: str, params: Params, row: type[T]) -> T | N
         return cur.fetchone()
 
 
+def column(conn: Connection[Any], name: str, params: Params) -> list[Any]:
+    """The first column of every row of a :many statement (no row objects: a bulk insert
+    returns a million ids)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(statement(name, "many"), params)
+        return [r[0] for r in cur.fetchall()]
+
+
 def scalar(conn: Connection[Any], name: str, params: Params = None) -> Any:
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(statement(name, "scalar"), params)
@@ -47,3 +58,32 @@ def scalar(conn: Connection[Any], name: str, params: Params = None) -> Any:
 def execute(conn: Connection[Any], name: str, params: Params = None) -> None:
     with conn.cursor() as cur:
         cur.execute(statement(name, "exec"), params)
+
+
+def copy(cur: Cursor[Any], name: str) -> AbstractContextManager[Copy]:
+    """The COPY FROM STDIN of `name` on `cur`, as a context manager to write rows into."""
+    return cur.copy(statement(name, "copy"))
+
+
+async def amany(conn: AsyncConnection[Any], name: str, params: Params, row: type[T]) -> list[T]:
+    async with conn.cursor(row_factory=class_row(row)) as cur:
+        await cur.execute(statement(name, "many"), params)
+        return await cur.fetchall()
+
+
+async def aone(conn: AsyncConnection[Any], name: str, params: Params, row: type[T]) -> T | None:
+    async with conn.cursor(row_factory=class_row(row)) as cur:
+        await cur.execute(statement(name, "one"), params)
+        return await cur.fetchone()
+
+
+async def ascalar(conn: AsyncConnection[Any], name: str, params: Params = None) -> Any:
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(statement(name, "scalar"), params)
+        found = await cur.fetchone()
+        return found[0] if found else None
+
+
+async def aexecute(conn: AsyncConnection[Any], name: str, params: Params = None) -> None:
+    async with conn.cursor() as cur:
+        await cur.execute(statement(name, "exec"), params)

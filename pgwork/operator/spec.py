@@ -55,8 +55,9 @@ DEFAULTS: dict[str, Any] = {
 # (the list separator), space, `$` or parentheses (the kubelet expands `$(VAR)` in arguments).
 JOB_TYPE_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.:/@+=-]*"
 JOB_TYPE_MAX = 200
-# What `pgwork worker --app` imports: a dotted module path (the worker's own rule).
-APP_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+# What `pgwork worker --app` imports: a dotted module path, or MODULE:APP for a pgwork.App in it
+# (the worker's own rule, pgwork/worker/options.py).
+APP_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?"
 APP_MAX = 200
 # The age `pgwork prune --older-than` takes, always with a unit (a bare number is not an age).
 OLDER_THAN_PATTERN = r"([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+"
@@ -262,13 +263,21 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     try:
         if not re.fullmatch(OLDER_THAN_PATTERN, older_than):
             raise ValueError(older_than)
-        parse_duration(older_than, "spec.retention.olderThan")
+        age = parse_duration(older_than, "spec.retention.olderThan")
     except ValueError:
         raise SpecError(
             "spec.retention.olderThan",
             f"{shown(older_than)} is not a duration with a unit",
             "e.g. 7d, 36h, 90m; a bare number is refused (seconds or days?)",
         ) from None
+    if age <= 0:
+        # Every run would delete each job the moment it finishes, its last_error with it, and a
+        # prune chasing jobs finishing as it runs may never reach the end.
+        raise SpecError(
+            "spec.retention.olderThan",
+            f"{shown(older_than)} would delete finished jobs as soon as they finish",
+            "give an age such as 7d; to keep history forever set retention.enabled: false",
+        )
     retention_schedule = rt.string("schedule")
     assert retention_schedule is not None
     retention = RetentionSpec(
@@ -298,8 +307,8 @@ def _parse_worker(w: Reader) -> WorkerSpec:
         "app",
         APP_PATTERN,
         APP_MAX,
-        "the dotted Python module holding the handlers, as `pgwork worker --app` imports it, e.g. myapp.jobs "
-        "(letters, digits and _ in each part; no -, /, : or leading digit)",
+        "the dotted Python module holding the handlers, as `pgwork worker --app` imports it, e.g. myapp.jobs, "
+        "or myapp.jobs:app for a pgwork.App (letters, digits and _ in each part; no -, / or leading digit)",
     )
     command = w.strings("command")
     assert command is not None

@@ -1,5 +1,5 @@
 -- Every statement pgwork sends, by name and row shape (:one at most one row, :many rows,
--- :scalar one value, :exec nothing), run by pgwork.db.statements; pgwork.db is the only caller.
+-- :scalar one value, :exec nothing, :copy a COPY FROM STDIN), run by pgwork.db.statements; pgwork.db is the only caller.
 -- Parameters are psycopg named placeholders. Time-dependent statements take %(now)s,
 -- which is NULL in production (the server's clock) and a fixed instant in tests.
 
@@ -131,3 +131,55 @@ SELECT * FROM pgwork.running_by_owner(%(job_types)s::text[]);
 
 -- name: listen :exec
 LISTEN pgwork_jobs;
+
+-- name: listen_finished :exec
+LISTEN pgwork_finished;
+
+-- name: job_outcome :one
+-- How a job stands, for a waiting producer (migration 0005: granted with the producer profile).
+SELECT * FROM pgwork.job_outcome(%(id)s::bigint);
+
+-- name: job_status :one
+-- The same without the result, for a waiting reader (the reader profile sees no results).
+SELECT s.*, NULL::jsonb AS result FROM pgwork.job_status(%(id)s::bigint) AS s;
+-- Bulk enqueue (Queue.enqueue_many past BULK_THRESHOLD jobs): COPY into a staging table of the
+-- session's own, then one INSERT naming only the columns a producer may write, so every new row
+-- starts pending with no attempts and no lease whatever the input held. A temporary table needs
+-- only the TEMP privilege (PUBLIC has it unless the database revoked it), no right on pgwork.
+-- name: enqueue_stage_create :exec
+CREATE TEMPORARY TABLE pg_temp.pgwork_enqueue_stage (
+    ord bigint, job_type text, payload jsonb, priority smallint, max_attempts smallint,
+    available_at timestamptz, delay float8, idempotency_key text, trace_context jsonb
+) ON COMMIT DROP;
+
+-- name: enqueue_stage_copy :copy
+COPY pg_temp.pgwork_enqueue_stage (ord, job_type, payload, priority, max_attempts, available_at, delay,
+                                   idempotency_key, trace_context) FROM STDIN;
+
+-- name: enqueue_stage_insert :many
+INSERT INTO pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context)
+SELECT s.job_type, s.payload, s.priority, s.max_attempts,
+       coalesce(s.available_at, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => s.delay)),
+       s.idempotency_key, s.trace_context
+  FROM pg_temp.pgwork_enqueue_stage AS s
+ ORDER BY s.ord
+RETURNING id;
+
+-- name: enqueue_stage_drop :exec
+DROP TABLE pg_temp.pgwork_enqueue_stage;
+
+-- Queue.load_jobs: COPY straight into pgwork.jobs, naming only the columns a producer may write
+-- (COPY needs only the INSERT privilege on the columns it lists). No ids come back, and nothing
+-- runs after the stream ends, so the server's work overlaps the client's validation.
+-- name: load_clock :scalar
+SELECT coalesce(%(now)s::timestamptz, now()) AS now;
+
+-- name: load_copy :copy
+COPY pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context)
+FROM STDIN;
+
+-- name: prune_batch :one
+-- One batch of retention for one status, from the completed_at the previous batch reached
+-- (migration 0006); run in its own short transaction.
+SELECT * FROM pgwork.prune_batch(%(status)s::text, %(older_than)s::float8, %(batch)s::integer,
+                                 %(after)s::timestamptz, %(now)s::timestamptz);

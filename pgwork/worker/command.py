@@ -1,4 +1,8 @@
-"""`pgwork worker --app MODULE ...`: run handlers from MODULE until SIGTERM (or --burst)."""
+"""`pgwork worker --app MODULE ...`: run handlers from MODULE until SIGTERM (or --burst).
+
+MODULE's `@pgwork.handler` functions, or with `--app MODULE:APP` the handlers of the pgwork.App
+named APP in MODULE. `serve` is the one way a worker runs: the CLI and `App.run_worker` both
+call it."""
 
 from __future__ import annotations
 
@@ -9,13 +13,19 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 from pgwork import tracing
 from pgwork.db import Queue
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
+from pgwork.worker.app import App
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
 from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.runtime import Worker
@@ -35,7 +45,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     text = "run job handlers from a module until SIGTERM (drains running jobs first)"
     p = subparsers.add_parser("worker", help=text, description=text)
     p.set_defaults(func=cmd_worker)
-    p.add_argument("--app", required=True, metavar="MODULE", help="module whose @pgwork.handler functions to run")
+    p.add_argument(
+        "--app",
+        required=True,
+        metavar="MODULE[:APP]",
+        help="module whose @pgwork.handler functions to run, or MODULE:APP for the pgwork.App named APP in it",
+    )
     p.add_argument("--job-types", metavar="A,B", help="only these job types (default: every type MODULE handles)")
     p.add_argument("--concurrency", default="1", metavar="N", help="jobs running at once in this process (default 1)")
     p.add_argument("--batch", default="1", metavar="N", help="claim up to N jobs per statement, for short jobs")
@@ -59,50 +74,108 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def options_from_args(args: argparse.Namespace) -> WorkerOptions:
+    return options_from_values(
+        app=args.app,
+        worker_id=args.worker_id,
+        job_types=args.job_types,
+        concurrency=args.concurrency,
+        batch=args.batch,
+        lease=args.lease,
+        heartbeat=args.heartbeat,
+        burst=args.burst,
+        metrics_port=args.metrics_port,
+        grace=args.grace,
+        listen=not args.no_listen,
+        poll=args.poll,
+        connect_patience=args.connect_patience,
+    )
+
+
+def options_from_values(**values: Any) -> WorkerOptions:
+    """parse_options with the process's environment, as strings (the CLI's or App.run_worker's)."""
     environ = dict(os.environ)
     # Kubernetes sets HOSTNAME to the pod name; a login shell often does not export it.
     if not environ.get("HOSTNAME"):
         environ["HOSTNAME"] = socket.gethostname()
     try:
-        return parse_options(
-            app=args.app,
-            worker_id=args.worker_id,
-            environ=environ,
-            job_types=args.job_types,
-            concurrency=args.concurrency,
-            batch=args.batch,
-            lease=args.lease,
-            heartbeat=args.heartbeat,
-            burst=args.burst,
-            metrics_port=args.metrics_port,
-            grace=args.grace,
-            listen=not args.no_listen,
-            poll=args.poll,
-            connect_patience=args.connect_patience,
-        )
+        return parse_options(environ=environ, **values)
     except OptionError as exc:
         raise WorkerUsageError(str(exc)) from None
 
 
-def import_app(module: str) -> Registry:
-    """Import the handler module and return the handlers it registered (its @pgwork.handler
-    decorators fill the global registry; whatever else filled it is not this worker's business)."""
+@dataclass(frozen=True)
+class LoadedApp:
+    registry: Registry
+    dsn: str | None  # an App's own connection string; None for a module of @pgwork.handler
+
+
+def import_app(target: str) -> Registry:
+    return load_app(target).registry
+
+
+def load_app(target: str) -> LoadedApp:
+    """MODULE: the handlers it registered (its @pgwork.handler decorators fill the global
+    registry; whatever else filled it is not this worker's business). MODULE:APP: the handlers
+    of the pgwork.App named APP in MODULE, and its connection string."""
+    module, _, name = target.partition(":")
     before = REGISTRY.snapshot()
     # `pgwork worker` run from a project directory should find the project's modules.
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        importlib.import_module(module)
+        loaded = importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name and module.startswith(exc.name):
             raise WorkerUsageError(f"--app: cannot import {module!r} ({exc}); is it on PYTHONPATH?") from None
         raise WorkerUsageError(f"--app: importing {module!r} failed: {exc}") from None
     except Exception as exc:
         raise WorkerUsageError(f"--app: importing {module!r} failed: {type(exc).__name__}: {exc}") from None
-    return REGISTRY.registered_by(module, before)
+    if not name:
+        return LoadedApp(REGISTRY.registered_by(module, before), None)
+    app = getattr(loaded, name, None)
+    if not isinstance(app, App):
+        what = "nothing" if app is None else f"a {type(app).__name__}"
+        raise WorkerUsageError(
+            f"--app: {module}.{name} is {what}, not a pgwork.App (name the App object, e.g. --app {module}:app, "
+            f"or give the module alone for its @pgwork.handler functions)"
+        )
+    return LoadedApp(app.registry.copy(), app.dsn)
 
 
-def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue | None:
+class Stopper:
+    """A stop request that may come before the worker exists (while the database is still
+    being reached) or after: a signal, or App.stop_worker from another thread."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self.worker: Worker | None = None
+
+    def request_stop(self) -> None:
+        self.stopping = True
+        if self.worker is not None:
+            self.worker.request_stop()
+
+
+@contextmanager
+def _signals_to(stopper: Stopper, install: bool) -> Iterator[None]:
+    """SIGTERM and SIGINT ask `stopper` to stop while inside; signals can only be set from the
+    main thread, so elsewhere (a worker run on a thread of an embedding program) this is a no-op."""
+    if not install or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopper.request_stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _open_queue(dsn: str, options: WorkerOptions, registry: Registry, stopper: Stopper) -> Queue | None:
     pause = 0.5
     # Exit 2 with one line naming the server once patience runs out; Kubernetes restarts the pod
     # with its own backoff.
@@ -114,11 +187,12 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
                 pool_size=min(options.concurrency, 8) + 1,
                 application_name=f"pgwork-worker:{options.worker_id}"[:63],
                 prepare=options.listen,
+                backoffs=registry.backoffs(),
             )
         except Unreachable as exc:
             if isinstance(exc, PERMANENT_CONNECT_ERRORS):
                 raise  # a wrong password or a malformed DSN does not heal by waiting
-            if stopping[0]:
+            if stopper.stopping:
                 return None  # told to stop before the database was ever reached: nothing held
             if time.monotonic() + pause > deadline:
                 raise Unreachable(
@@ -127,42 +201,45 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
             log.warning("%s; retrying in %gs", exc, pause)
             # In short steps, so a SIGTERM while the database is down is answered at once.
             resume = time.monotonic() + pause
-            while not stopping[0] and time.monotonic() < resume:
+            while not stopper.stopping and time.monotonic() < resume:
                 time.sleep(min(0.1, max(0.0, resume - time.monotonic())))
-            if stopping[0]:
+            if stopper.stopping:
                 return None
             pause = min(pause * 2, 10.0)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    registry = import_app(options.app)
+    loaded = load_app(options.app)
+    # --dsn, then DATABASE_URL (what a Deployment sets), then the App's own, then libpq's PG*.
+    dsn = resolve_dsn(args.dsn) or loaded.dsn or ""
+    return serve(options, loaded.registry, dsn, Stopper())
+
+
+def serve(
+    options: WorkerOptions, registry: Registry, dsn: str, stopper: Stopper, *, handle_signals: bool = True
+) -> int:
+    """Run a worker over `registry` until stopped (or, with burst, until nothing is ready)."""
     provider = tracing.configure_from_env()
-    stopping = [False]
-    worker: Worker | None = None
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stopping[0] = True
-        if worker is not None:
-            worker.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    queue = _open_queue(resolve_dsn(args.dsn), options, stopping)
-    if queue is None:
-        return 0
-    try:
-        worker = Worker(queue, options, registry, tracer_provider=provider, prepare=options.listen)
+    with _signals_to(stopper, handle_signals):
+        queue = _open_queue(dsn, options, registry, stopper)
+        if queue is None:
+            return 0
+        worker: Worker | None = None
         try:
-            worker.start_metrics()
-        except OSError as exc:
-            raise WorkerUsageError(
-                f"--metrics-port: cannot serve on port {options.metrics_port} ({exc.strerror or exc}); "
-                "pick a free port, or 0 to turn metrics off"
-            ) from None
-        if stopping[0]:
-            worker.request_stop()
-        return worker.run()
-    finally:
-        queue.close(timeout=min(CLOSE_SECONDS, worker.remaining()) if worker is not None else CLOSE_SECONDS)
-        tracing.shutdown(provider)
+            worker = Worker(queue, options, registry, tracer_provider=provider, prepare=options.listen)
+            stopper.worker = worker
+            try:
+                worker.start_metrics()
+            except OSError as exc:
+                raise WorkerUsageError(
+                    f"--metrics-port: cannot serve on port {options.metrics_port} ({exc.strerror or exc}); "
+                    "pick a free port, or 0 to turn metrics off"
+                ) from None
+            if stopper.stopping:
+                worker.request_stop()
+            return worker.run()
+        finally:
+            stopper.worker = None
+            queue.close(timeout=min(CLOSE_SECONDS, worker.remaining()) if worker is not None else CLOSE_SECONDS)
+            tracing.shutdown(provider)

@@ -9,9 +9,15 @@ from dataclasses import dataclass
 from pgwork.durations import parse_duration
 from pgwork.validation import text_problem
 
-_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# MODULE, or MODULE:NAME for a pgwork.App object in it.
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
 MAX_CONCURRENCY = 1000
 MAX_BATCH = 10_000
+
+
+def is_app_name(text: str) -> bool:
+    """MODULE or MODULE:APP, as --app takes it (an App's `name` must be one too: it is its label)."""
+    return bool(text) and _MODULE.fullmatch(text) is not None
 
 
 class OptionError(ValueError):
@@ -88,8 +94,12 @@ def parse_options(
     connect_patience: str = "60s",
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
-    if not app or not _MODULE.fullmatch(app):
-        raise OptionError("--app", f"{app!r} is not an importable module name", "e.g. --app myproject.jobs")
+    if not is_app_name(app):
+        raise OptionError(
+            "--app",
+            f"{app!r} is not an importable module name or MODULE:APP",
+            "e.g. --app myproject.jobs, or --app myproject.jobs:app for a pgwork.App",
+        )
     owner = worker_id if worker_id else environ.get("HOSTNAME", "")
     if not owner:
         raise OptionError("--id", "is empty and HOSTNAME is not set", "pass --id NAME; in Kubernetes, the pod name")

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgwork.validation import check_job_type
+from pgwork.backoff import Backoff
+from pgwork.errors import InvalidArgument
+from pgwork.validation import check_int, check_job_type
 
 HandlerFunc = Callable[["Job"], Any]
 
@@ -78,30 +80,58 @@ class Job:
         self._stop.set()
 
 
+@dataclass(frozen=True)
+class HandlerSpec:
+    """What a handler was registered with besides its function. `max_attempts` is the default
+    App.enqueue gives jobs of its type (None: the Queue's default of 5); `backoff` spaces the
+    retries of its failed attempts (None: the worker Queue's backoff)."""
+
+    job_type: str
+    func: HandlerFunc
+    max_attempts: int | None = None
+    backoff: Backoff | None = None
+
+
 class Registry:
     """Handlers by job type."""
 
     def __init__(self) -> None:
-        self._handlers: dict[str, HandlerFunc] = {}
+        self._specs: dict[str, HandlerSpec] = {}
 
-    def register(self, job_type: str, func: HandlerFunc) -> HandlerFunc:
+    def register(
+        self, job_type: str, func: HandlerFunc, *, max_attempts: int | None = None, backoff: Backoff | None = None
+    ) -> HandlerFunc:
         check_job_type(job_type)
-        existing = self._handlers.get(job_type)
-        if existing is not None and existing is not func:
-            raise ValueError(
-                f"job type {job_type!r} already has a handler ({_name(existing)}); register one handler per type"
+        if max_attempts is not None:
+            check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1 (1 means no retry)")
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidArgument(
+                "backoff", f"must be a pgwork.Backoff, got {type(backoff).__name__}", "e.g. Backoff(base=5)"
             )
-        self._handlers[job_type] = func
+        existing = self._specs.get(job_type)
+        if existing is not None and existing.func is not func:
+            raise ValueError(
+                f"job type {job_type!r} already has a handler ({_name(existing.func)}); register one handler per type"
+            )
+        self._specs[job_type] = HandlerSpec(job_type, func, max_attempts, backoff)
         return func
 
     def get(self, job_type: str) -> HandlerFunc | None:
-        return self._handlers.get(job_type)
+        spec = self._specs.get(job_type)
+        return spec.func if spec is not None else None
+
+    def spec(self, job_type: str) -> HandlerSpec | None:
+        return self._specs.get(job_type)
+
+    def backoffs(self) -> dict[str, Backoff]:
+        """The job types registered with a backoff of their own, for the worker's Queue."""
+        return {t: s.backoff for t, s in self._specs.items() if s.backoff is not None}
 
     def job_types(self) -> list[str]:
-        return sorted(self._handlers)
+        return sorted(self._specs)
 
     def snapshot(self) -> dict[str, HandlerFunc]:
-        return dict(self._handlers)
+        return {t: s.func for t, s in self._specs.items()}
 
     def registered_by(self, module: str, before: dict[str, HandlerFunc]) -> Registry:
         """The handlers `module` brought: those registered since `before` was taken (while it was
@@ -109,15 +139,20 @@ class Registry:
         may have been imported earlier). Nothing else: a worker must never take the job types of
         a module it was not asked to run (pgwork's own lab and chaos apps among them)."""
         chosen = Registry()
-        for job_type, func in self._handlers.items():
-            defined_in = getattr(func, "__module__", None) or ""
-            new = before.get(job_type) is not func
+        for job_type, spec in self._specs.items():
+            defined_in = getattr(spec.func, "__module__", None) or ""
+            new = before.get(job_type) is not spec.func
             if new or defined_in == module or defined_in.startswith(module + "."):
-                chosen.register(job_type, func)
+                chosen._specs[job_type] = spec
+        return chosen
+
+    def copy(self) -> Registry:
+        chosen = Registry()
+        chosen._specs = dict(self._specs)
         return chosen
 
     def clear(self) -> None:
-        self._handlers.clear()
+        self._specs.clear()
 
 
 # The registry `@pgwork.handler` fills when `pgwork worker --app MODULE` imports the module.

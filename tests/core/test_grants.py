@@ -363,7 +363,7 @@ def test_every_pgwork_function_is_closed_to_public_and_pins_its_search_path(dsn:
         # A NULL acl is the default: EXECUTE for PUBLIC.
         assert not default_acl and not public, name
         assert config and "search_path=pg_catalog, pgwork, pg_temp" in config, name
-        if name not in ("clock", "grant_profiles", "notify_jobs"):
+        if name not in ("clock", "grant_profiles", "notify_jobs", "notify_finished"):
             assert definer, name
 
 

@@ -230,6 +230,7 @@ def _worker_options(manifests: list[dict[str, Any]]) -> Any:
         {"lease": {"durationSeconds": 0.30000000000000004 * 10, "heartbeatSeconds": 0.1}},
         {"jobTypes": ["_private", "a/b:c", "x@y+z=1", "demo.extract_invoice", "9lives"]},
         {"worker": {"app": "_pkg.sub_mod2.jobs"}},
+        {"worker": {"app": "myapp.jobs:app"}},  # a pgwork.App
     ],
 )
 def test_rendered_worker_arguments_parse_in_the_worker(overrides: dict[str, Any]) -> None:
@@ -253,7 +254,8 @@ def test_rendered_worker_arguments_parse_in_the_worker(overrides: dict[str, Any]
         ({"worker": {"app": "-m"}}, "spec.worker.app"),
         ({"worker": {"app": "../jobs"}}, "spec.worker.app"),
         ({"worker": {"app": "jobs\n"}}, "spec.worker.app"),
-        ({"worker": {"app": "jobs:app"}}, "spec.worker.app"),
+        ({"worker": {"app": "jobs:app:x"}}, "spec.worker.app"),
+        ({"worker": {"app": "jobs:"}}, "spec.worker.app"),
     ],
 )
 def test_arguments_the_worker_would_misread_are_refused_up_front(overrides: dict[str, Any], field: str) -> None:

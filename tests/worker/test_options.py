@@ -17,6 +17,11 @@ def parse(**kw: Any) -> WorkerOptions:
     return parse_options(environ=kw.pop("environ", ENV), **kw)
 
 
+def test_an_app_object_is_named_module_colon_name() -> None:
+    assert parse(app="myapp.jobs:app").app == "myapp.jobs:app"
+    assert parse(app="jobs:_App2").app == "jobs:_App2"
+
+
 def test_defaults() -> None:
     o = parse()
     assert o == WorkerOptions(app="myapp.jobs", worker_id="pod-abc")
@@ -55,6 +60,11 @@ def test_accepted(kw: dict[str, Any], field: str, expected: Any) -> None:
     [
         ({"app": "not a module"}, "--app", "importable module"),
         ({"app": ""}, "--app", "importable"),
+        ({"app": "myapp.jobs:"}, "--app", "MODULE:APP"),
+        ({"app": ":app"}, "--app", "MODULE:APP"),
+        ({"app": "myapp.jobs:1app"}, "--app", "MODULE:APP"),
+        ({"app": "myapp:jobs:app"}, "--app", "MODULE:APP"),
+        ({"app": "myapp.jobs:app.attr"}, "--app", "MODULE:APP"),
         ({"environ": {}}, "--id", "HOSTNAME"),
         ({"worker_id": "x" * 201}, "--id", "200"),
         ({"concurrency": "0"}, "--concurrency", "1..1000"),

@@ -4,7 +4,7 @@ At each stage the pending jobs are spread evenly over 100 types, beside 100 runn
 type) and 1,000 dead ones. Measured on the same table: the database time (EXPLAIN ANALYZE's
 execution time) and buffers of the operator's poll (`pgwork.backlog` with the cap a JobQueue of
 maxReplicas 20 x targetBacklogPerWorker 10 passes), of the exact reading (`pgwork stats
---exact`), and of the reading of schema versions 1-4 (every live row counted) as the control;
+--exact`), and of the reading of schema versions 1-6 (every live row counted) as the control;
 and the poll as the operator times it (`Queue.stats(cap=...)`, a round trip).
 Correctness facts: the capped counts are min(count, cap), flagged as lower bounds exactly when
 they reached the cap, and the exact counts add up to what was inserted.
@@ -31,14 +31,14 @@ DEAD = 1000
 CAP = 20 * 10 + 1
 CAPPED = f"operator poll (capped at {CAP})"
 EXACT = "exact (pgwork stats --exact)"
-V3 = "schema 4 queue_stats (control)"
+V3 = "queue_stats before schema 7 (control)"
 
 
 @dataclass(frozen=True)
 class Plan:
     pending: tuple[int, ...]  # ascending
     polls: int  # capped readings timed per stage
-    slow_runs: int  # runs of the exact and schema-4 readings per stage (seconds each at 10M)
+    slow_runs: int  # runs of the exact and pre-7 readings per stage (seconds each at 10M)
 
 
 def plan(quick: bool) -> Plan:

@@ -17,6 +17,7 @@ from typing import Any
 
 from pgwork.tools.lab import (
     backlog,
+    bulk,
     claimers,
     claims,
     crash,
@@ -26,8 +27,10 @@ from pgwork.tools.lab import (
     history,
     noisy,
     plots,
+    prune,
     report,
     results,
+    waits,
     wake,
 )
 from pgwork.tools.lab.labdb import LabDatabase
@@ -41,6 +44,9 @@ EXPERIMENTS: dict[str, Any] = {
     "drain": drain,
     "wake": wake,
     "heartbeat": heartbeat,
+    "waits": waits,
+    "bulk": bulk,
+    "prune": prune,
     "noisy": noisy,
     "backlog": backlog,
 }

@@ -2,7 +2,7 @@
 
 At each stage (A pending: 0, 100k, 1M; small sizes in --quick) B keeps a few hundred pending
 jobs. Measured on the same table: EXPLAIN (ANALYZE, BUFFERS) of pgwork's claim for B, of pgwork's
-claim for any type, and of the claim of schema versions 2-4 (its index had no job type, so A's
+claim for any type, and of the claim of schema versions 2-6 (its index had no job type, so A's
 rows were read and filtered) as the control; then real `Queue.claim` calls for B, timed.
 Correctness facts: every claim for B returns a B job, claimed once, on its first attempt.
 """
@@ -26,7 +26,7 @@ A = "lab-a"
 B = "lab-b"
 TYPED = "pgwork claim for B"
 ANY = "pgwork claim, any type"
-V3 = "schema 4 claim for B (control)"
+V3 = "claim before schema 7 (control)"
 EXPLAIN_RUNS = 5
 WARM_UP = 20
 

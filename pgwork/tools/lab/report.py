@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgwork.tools.lab import reference, report_tenancy
+from pgwork.tools.lab import reference, report_backfill, report_tenancy
 from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, select
 from pgwork.tools.lab.results import Row
 
@@ -367,5 +367,22 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         ("design", "jobs"),
     )
 
+    waited = select(rows, "waits")
+    parts += ["## 8. Waiting for a result", "", _run_note(waited), ""]
+    parts += [
+        "A producer waits for one job at a time, finished by hand; latency from the finishing `succeed` "
+        "returning (its commit) to the wait returning. `Queue.wait` LISTENs for migration 5's completion "
+        "NOTIFY (its 30 s poll cannot end the wait early); the baseline reads the row every 100 ms. Then "
+        "what that NOTIFY costs the finishing side: trivial jobs drained with the trigger on and off, "
+        "rounds alternating in the same run (median jobs/s, each round listed).",
+        "",
+    ]
+    if waited:
+        parts += [render_pivot(pivot(waited), "waiter", "jobs"), ""]
+    cost = select(rows, "waits-cost")
+    if cost:
+        parts += [render_pivot(pivot(cost), "case", "trigger"), ""]
+
+    parts += report_backfill.sections(rows)
     parts += report_tenancy.render(rows, plots)
     return "\n".join(parts).rstrip() + "\n"

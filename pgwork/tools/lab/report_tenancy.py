@@ -1,4 +1,4 @@
-"""docs/benchmarks.md sections 8 and 9: many job types on one database (issue 14's targets). Pure."""
+"""docs/benchmarks.md sections 11 and 12: many job types on one database (issue 14's targets). Pure."""
 
 from __future__ import annotations
 
@@ -56,12 +56,12 @@ def poll_verdict(t: Table, mode: str) -> str:
 def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     parts: list[str] = []
     n = select(rows, noisy.NAME)
-    parts += ["## 8. Noisy neighbour: a claim beside another type's backlog", "", _note(n), ""]
+    parts += ["## 11. Noisy neighbour: a claim beside another type's backlog", "", _note(n), ""]
     parts += [
         "Type A gets a backlog written ahead of B's jobs (older, same priority); B has a few hundred pending. "
         "EXPLAIN (ANALYZE, BUFFERS) of one claim, rolled back, on the same table: pgwork's claim for B (one scan "
         "per type of `jobs_claim_type_idx`), pgwork's claim for any type (`jobs_claim_idx`), and the claim of "
-        "schema versions 2-4 for B (`jobs_claim_idx` only, the type a filter) as the control. `finding the row` "
+        "schema versions 2-6 for B (`jobs_claim_idx` only, the type a filter) as the control. `finding the row` "
         "counts the locking scans' buffers; `rows removed by filter` the rows they read and threw away. "
         "`claim p50/p95` are real `Queue.claim` calls for B, committed.",
         "",
@@ -74,13 +74,13 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     parts.append("")
 
     b = select(rows, backlog.NAME)
-    parts += ["## 9. The operator's backlog reading at millions of rows", "", _note(b), ""]
+    parts += ["## 12. The operator's backlog reading at millions of rows", "", _note(b), ""]
     parts += [
         f"Pending jobs spread over {backlog.TYPES} job types, beside {backlog.TYPES} running and "
         f"{backlog.DEAD:,} dead. Database time is EXPLAIN ANALYZE's execution time on a session that has read "
         "once (as the operator's pooled connection has). The operator's poll counts each type and status up to "
         f"its cap ({backlog.CAP} = maxReplicas 20 x targetBacklogPerWorker 10 + 1) and reads ages from index "
-        "heads; `exact` is `pgwork stats --exact`; the control is the reading of schema versions 1-4, which "
+        "heads; `exact` is `pgwork stats --exact`; the control is the reading of schema versions 1-6, which "
         "counted every live row. `poll p50/p95` are `Queue.stats(cap=...)` round trips.",
         "",
     ]

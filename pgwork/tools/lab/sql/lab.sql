@@ -131,7 +131,7 @@ SELECT count(*) AS rows FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.j
 DELETE FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.job_type = %(job_type)s;
 
 -- name: v3_claim
--- The control: the claim of schema versions 2-4, whose one index (jobs_claim_idx) has no job type,
+-- The control: the claim of schema versions 2-6, whose one index (jobs_claim_idx) has no job type,
 -- so the type is a filter applied to every pending row ahead of the first match. Run under EXPLAIN
 -- ANALYZE and rolled back, on the same table as pgwork's claim.
 UPDATE pgwork.jobs AS j
@@ -150,7 +150,7 @@ UPDATE pgwork.jobs AS j
 RETURNING j.id, j.job_type;
 
 -- name: v3_queue_stats
--- The control: the backlog reading of schema versions 1-4 (every live row counted), as the
+-- The control: the backlog reading of schema versions 1-6 (every live row counted), as the
 -- operator's poll ran it. Ages as epochs so infinite timestamps cannot stop it here.
 WITH live AS (
     SELECT j.job_type, j.status, j.available_at, j.created_at, j.attempt_count, j.heartbeat_at
@@ -223,3 +223,40 @@ INSERT INTO pgwork_lab.worker_leases SELECT o, now(), now() + interval '30 secon
 UPDATE pgwork_lab.worker_leases
    SET heartbeat_at = now(), lease_expires_at = now() + interval '30 seconds'
  WHERE owner = %(owner)s;
+
+-- name: finished_notify_off
+-- The waits experiment's baseline: finishing without the completion NOTIFY of migration 5.
+ALTER TABLE pgwork.jobs DISABLE TRIGGER jobs_notify_finished;
+
+-- name: finished_notify_on
+ALTER TABLE pgwork.jobs ENABLE TRIGGER jobs_notify_finished;
+
+-- name: lab_job_status
+SELECT j.status::text AS status FROM pgwork.jobs AS j WHERE j.id = %(id)s;
+-- name: raw_copy
+-- The bulk-enqueue baseline: COPY straight into the jobs table, no validation, no derived keys.
+COPY pgwork.jobs (job_type, payload, idempotency_key) FROM STDIN;
+
+-- name: bulk_facts
+-- What a bulk load must leave: every row pending, unclaimed, with its own key.
+SELECT count(*) AS jobs,
+       count(*) FILTER (WHERE j.status = 'pending' AND j.attempt_count = 0 AND j.lease_token IS NULL) AS fresh,
+       count(DISTINCT j.idempotency_key) AS keys
+  FROM pgwork.jobs AS j;
+
+-- name: pending_backlog
+-- Claimable jobs for the prune experiment's claimer, by SQL (the bulk path is measured elsewhere).
+INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
+SELECT 'lab', jsonb_build_object('n', g), 'backlog-' || g FROM generate_series(1, %(jobs)s::bigint) AS g;
+
+-- name: prune_facts
+SELECT count(*) FILTER (WHERE j.status = 'succeeded' AND j.completed_at < now() - interval '7 days') AS old,
+       count(*) FILTER (WHERE j.status IN ('pending', 'running')) AS live
+  FROM pgwork.jobs AS j;
+
+-- name: reindex_claim_index_concurrently
+REINDEX INDEX CONCURRENTLY pgwork.jobs_claim_idx;
+
+-- name: old_prune
+-- The first migration's prune, one unordered batch per call: the baseline for prune_batch.
+SELECT pgwork.prune(ARRAY['succeeded', 'cancelled'], %(older_than)s::float8, %(batch)s::integer, NULL) AS deleted;

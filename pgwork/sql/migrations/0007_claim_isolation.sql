@@ -1,6 +1,6 @@
--- pgwork schema, version 5: one queue's backlog costs nothing to another's.
+-- pgwork schema, version 7: one queue's backlog costs nothing to another's.
 --
--- Many JobQueues share one database. Up to version 4 the claim index had no job type, so a claim
+-- Many JobQueues share one database. Up to version 6 the claim index had no job type, so a claim
 -- for `embed` walked past every pending `ocr` row (measured: 200,000 pending ocr, 10 embed: 88 ms
 -- and 3,918 buffers per claim, against 0.4 ms and 4), and pgwork.queue_stats counted every live
 -- row on every operator poll (252 ms at 200,000 pending). Here:
@@ -179,7 +179,7 @@ BEGIN
 END
 $$;
 
--- The profiles again, as 0003 keeps them, with backlog in the reader profile.
+-- The profiles again, as 0006 keeps them, with backlog in the reader profile.
 CREATE OR REPLACE FUNCTION pgwork.grant_profiles(grantee text, profiles text[]) RETURNS text[]
 LANGUAGE plpgsql SET search_path = pg_catalog, pgwork, pg_temp AS $$
 DECLARE
@@ -225,10 +225,12 @@ BEGIN
                        'pgwork.backlog(text[], integer, timestamptz), '
                        'pgwork.running_jobs(timestamptz), pgwork.retrying_jobs(timestamptz), pgwork.dead_jobs(), '
                        'pgwork.running_by_owner(text[]) TO %I', grantee);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.job_status(bigint) TO %I', grantee);
     END IF;
     IF 'producer' = ANY (wanted) THEN
         EXECUTE format('GRANT INSERT (job_type, payload, priority, max_attempts, available_at, idempotency_key, '
                        'trace_context), SELECT (id) ON pgwork.jobs TO %I', grantee);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.job_outcome(bigint) TO %I', grantee);
     END IF;
     IF 'worker' = ANY (wanted) THEN
         EXECUTE format('GRANT EXECUTE ON FUNCTION '
@@ -242,7 +244,8 @@ BEGIN
     END IF;
     IF 'reaper' = ANY (wanted) THEN
         EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.reap(integer, timestamptz), '
-                       'pgwork.prune(text[], double precision, integer, timestamptz) TO %I', grantee);
+                       'pgwork.prune(text[], double precision, integer, timestamptz), '
+                       'pgwork.prune_batch(text, double precision, integer, timestamptz, timestamptz) TO %I', grantee);
     END IF;
     IF 'maintainer' = ANY (wanted) THEN
         EXECUTE format('GRANT EXECUTE ON FUNCTION pgwork.retry(bigint[], smallint, timestamptz), '

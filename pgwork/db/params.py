@@ -1,0 +1,52 @@
+"""What the Queue and the AsyncQueue send and make of the answer, shared so both validate and
+key jobs alike: the enqueue statement's parameters, and a cancel's report. Pure, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from pgwork.db.rows import CancelRow
+from pgwork.models import CancelReport, NewJob
+from pgwork.validation import JobRow, check_ids, validate
+
+
+def enqueue_params(jobs: Sequence[NewJob], max_payload_bytes: int, now: datetime | None) -> dict[str, Any] | None:
+    """The `enqueue` statement's parameters, or None for no jobs. All are validated first (one
+    bad job raises InvalidArgument and nothing is sent)."""
+    rows = [validate(job, max_payload_bytes) for job in jobs]
+    return unnest_params(rows, now) if rows else None
+
+
+def unnest_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
+    """The one-statement `enqueue`'s parameters for rows already validated (arrays it unnests)."""
+    return {
+        "now": now,
+        "job_types": [r.job_type for r in rows],
+        "payloads": [Jsonb(r.payload_json, dumps=identity) for r in rows],
+        "priorities": [r.priority for r in rows],
+        "max_attempts": [r.max_attempts for r in rows],
+        "available_ats": [r.available_at for r in rows],
+        "delays": [r.delay for r in rows],
+        "keys": [r.key for r in rows],
+        "trace_contexts": [Jsonb(r.trace_context) for r in rows],
+    }
+
+
+def cancel_ids(ids: Sequence[int]) -> list[int]:
+    return sorted(set(check_ids(ids)))
+
+
+def cancel_report(wanted: list[int], rows: Sequence[CancelRow]) -> CancelReport:
+    pending = {r.id for r in rows if r.was == "pending"}
+    running = {r.id for r in rows if r.was == "running"}
+    rest = [i for i in wanted if i not in pending and i not in running]
+    return CancelReport(sorted(pending), sorted(running), rest)
+
+
+def identity(text: Any) -> str:
+    """A dumps for Jsonb that passes already-serialised JSON through."""
+    return str(text)

@@ -1,0 +1,231 @@
+"""Jobs from a JSON Lines file (`pgwork enqueue --from-file`): one JSON object per line.
+
+A line names the fields of `NewJob` (job_type, payload, key, priority, delay, available_at,
+max_attempts, trace_context) and nothing else. A field pgwork itself sets (status, attempt_count,
+the lease...) is refused, not ignored: a file that tries to start a job as running or with
+attempts used is wrong about what it loads, and saying so beats loading something else. Every
+error names the line, the field and the fix. Parsing and checking are pure; `load` writes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from pgwork.db import Queue
+from pgwork.durations import parse_duration
+from pgwork.errors import InvalidArgument
+from pgwork.models import NewJob
+from pgwork.validation import validate
+
+FIELDS = ("job_type", "payload", "key", "priority", "delay", "available_at", "max_attempts", "trace_context")
+# Columns the job's life sets; a producer's row never carries them (migration 0002's producer
+# profile cannot write them either).
+SET_BY_PGWORK = frozenset(
+    {
+        "id",
+        "status",
+        "attempt_count",
+        "created_at",
+        "started_at",
+        "completed_at",
+        "lease_owner",
+        "lease_token",
+        "lease_expires_at",
+        "heartbeat_at",
+        "cancel_requested_at",
+        "last_error",
+    }
+)
+DEFAULT_BATCH = 10_000
+
+
+class BadLine(InvalidArgument):
+    """A line of the file cannot be a job; `line` is its 1-based number."""
+
+    def __init__(self, line: int, field: str, problem: str, fix: str) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {field}", problem, fix)
+
+
+def parse_line(text: str, line: int, default_type: str | None = None) -> NewJob | None:
+    """The job on one line, None for a blank line, or BadLine (pure)."""
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        where = f" ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
+        fix = 'write one object per line, e.g. {"job_type": "ocr"}'
+        raise BadLine(line, "line", f"is not valid JSON{where}", fix) from None
+    except ValueError as exc:  # the int-str digit limit
+        raise BadLine(
+            line, "line", f"cannot be read ({str(exc).split(';')[0]})", "pass big numbers as strings"
+        ) from None
+    if not isinstance(value, dict):
+        raise BadLine(line, "line", f"is a JSON {type(value).__name__}, not an object", 'e.g. {"job_type": "ocr"}')
+    for name in value:
+        if name in SET_BY_PGWORK:
+            raise BadLine(
+                line,
+                name,
+                "is set by pgwork, not by the producer (every new job starts pending, with no attempts and no lease)",
+                f"remove {name!r} from the line",
+            )
+        if name not in FIELDS:
+            near = difflib.get_close_matches(name, FIELDS, n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"use only {', '.join(FIELDS)}"
+            raise BadLine(line, name, "is not a job field", hint)
+    job_type = value.get("job_type", default_type)
+    if job_type is None:
+        raise BadLine(line, "job_type", "is missing", "add it, or give TYPE on the command line as the default")
+    return NewJob(
+        job_type=job_type,
+        payload=value.get("payload", {}),
+        key=value.get("key"),
+        priority=value.get("priority", 100),
+        delay=_delay(value.get("delay"), line),
+        available_at=_instant(value.get("available_at"), line),
+        max_attempts=value.get("max_attempts", 5),
+        trace_context=value.get("trace_context", {}),
+    )
+
+
+def _delay(value: Any, line: int) -> Any:
+    if not isinstance(value, str):
+        return value  # a number (or a wrong type, which validate names)
+    try:
+        return parse_duration(value, "delay")
+    except ValueError as exc:
+        raise BadLine(
+            line, "delay", str(exc).removeprefix("delay: "), "give seconds or a duration such as 30s"
+        ) from None
+
+
+def _instant(value: Any, line: int) -> datetime | None:
+    if value is None:
+        return None
+    fix = "give an ISO 8601 time with a zone, e.g. 2030-01-01T00:00:00Z"
+    if not isinstance(value, str):
+        raise BadLine(line, "available_at", f"must be a string, got {type(value).__name__}", fix)
+    try:
+        instant = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadLine(line, "available_at", f"{value[:40]!r} is not an ISO 8601 time", fix) from None
+    if instant.tzinfo is None:
+        raise BadLine(line, "available_at", "has no time zone", fix)
+    return instant
+
+
+def jobs_of(
+    lines: Iterable[str], default_type: str | None = None, max_payload_bytes: int | None = None
+) -> Iterator[NewJob]:
+    """The jobs of a file's lines, in order, each checked as `enqueue` checks it (with
+    `max_payload_bytes`); the first bad line raises BadLine (pure but for reading `lines`)."""
+    for number, text in enumerate(lines, start=1):
+        job = parse_line(text, number, default_type)
+        if job is None:
+            continue
+        if max_payload_bytes is not None:
+            try:
+                validate(job, max_payload_bytes)
+            except InvalidArgument as exc:
+                raise BadLine(number, exc.field, exc.problem, exc.fix) from None
+        yield job
+
+
+@dataclass(frozen=True)
+class Loaded:
+    jobs: int
+    lines: int
+
+
+def check(lines: Iterable[str], default_type: str | None, max_payload_bytes: int) -> Loaded:
+    """Read the whole file without writing: how many jobs and lines, or the first BadLine."""
+    counted = 0
+    last = 0
+
+    def numbered() -> Iterator[str]:
+        nonlocal last
+        for last, text in enumerate(lines, start=1):  # noqa: B007 - `last` is read after the loop
+            yield text
+
+    for _ in jobs_of(numbered(), default_type, max_payload_bytes):
+        counted += 1
+    return Loaded(counted, last)
+
+
+def load(
+    queue: Queue,
+    lines: Iterable[str],
+    default_type: str | None = None,
+    *,
+    batch: int = DEFAULT_BATCH,
+    on_progress: Callable[[int], None] | None = None,
+) -> int:
+    """Enqueue the file's jobs, `batch` jobs per transaction (so a long load never holds one
+    transaction open, which would keep vacuum from cleaning the claim index for every queue).
+    Check the file first (`check`): a bad line found here leaves the earlier batches written."""
+    jobs = jobs_of(lines, default_type)
+    done = 0
+    while chunk := list(itertools.islice(jobs, batch)):
+        done += queue.load_jobs(chunk)
+        if on_progress is not None:
+            on_progress(done)
+    return done
+
+
+def progress_text(done: int, total: int, seconds: float, width: int = 30) -> str:
+    """A one-line progress bar for a terminal (pure)."""
+    share = done / total if total else 1.0
+    filled = round(width * share)
+    rate = f"{done / seconds:,.0f} jobs/s" if seconds > 0 else ""
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} ({share:.0%}) {rate}".rstrip()
+
+
+def enqueue_file(
+    queue: Queue,
+    path: Path,
+    default_type: str | None = None,
+    *,
+    batch: int = DEFAULT_BATCH,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Loaded:
+    """`check` the whole file, then `load` it; `on_progress(done, total)` after each batch. Nothing
+    is written unless every line is a valid job."""
+
+    def lines() -> Iterator[str]:
+        try:
+            with path.open(encoding="utf-8") as f:
+                yield from f
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(
+                "--from-file",
+                f"cannot read {str(path)[:200]!r} ({exc.__class__.__name__})",
+                "give a readable UTF-8 file",
+            ) from None
+
+    found = check(lines(), default_type, queue.max_payload_bytes)
+    report = None if on_progress is None else (lambda done: on_progress(done, found.jobs))
+    loaded = load(queue, lines(), default_type, batch=batch, on_progress=report)
+    return Loaded(loaded, found.lines)
+
+
+def payload_argument(given: str, stdin: TextIO) -> str:
+    """`--payload` as given, or read from @FILE or - (stdin): a large payload does not fit on a
+    command line (the kernel's argument limit is near 2 MiB, and ps shows arguments to everyone)."""
+    if given == "-":
+        return stdin.read()
+    if given.startswith("@"):
+        try:
+            return Path(given[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = f"cannot read {given[1:200]!r} ({exc.__class__.__name__})"
+            raise InvalidArgument("--payload", problem, "give @ and a readable UTF-8 file, or - for stdin") from None
+    return given

@@ -1,0 +1,215 @@
+"""`pgwork.App`: handlers, producing and a worker in one object, for a program that is both.
+
+    app = pgwork.App(os.environ["DATABASE_URL"])
+
+    @app.handler("ocr", max_attempts=3, backoff=pgwork.Backoff(base=10))
+    def ocr(job: pgwork.Job) -> dict[str, Any]: ...
+
+    job_id = app.enqueue("ocr", {"doc": 7})
+    app.wait(job_id, timeout=60)         # the result, or JobFailed / WaitTimeout
+    app.run_worker(concurrency=4)        # or: pgwork worker --app myapp.jobs:app
+
+An App's handlers live in its own Registry, never in the module-global one `@pgwork.handler`
+fills, so two Apps in one process (or an App beside module-level handlers) stay apart. Nothing
+connects until the first call that needs the database: `pgwork worker --app MODULE:APP` imports
+the module that builds the App and opens its own worker Queue.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+
+from pgwork.backoff import Backoff
+from pgwork.db import Queue
+from pgwork.db.connect import AnyConnection
+from pgwork.db.rows import JobRow, ResultRow
+from pgwork.db.wait import wait_for_job
+from pgwork.dsn import resolve_dsn
+from pgwork.errors import InvalidArgument
+from pgwork.models import CancelReport
+from pgwork.worker.options import is_app_name
+from pgwork.worker.registry import HandlerFunc, Registry
+
+if TYPE_CHECKING:
+    from pgwork.worker.command import Stopper
+
+DEFAULT_MAX_ATTEMPTS = 5
+
+
+class EnqueueOptions(TypedDict, total=False):
+    key: str | None
+    priority: int
+    delay: float | None
+    available_at: datetime | None
+    trace_context: dict[str, str] | None
+
+
+class App:
+    """Handlers registered on this object, a Queue opened on first use, and `run_worker`."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        name: str = "app",
+        backoff: Backoff | None = None,
+        pool_size: int = 4,
+    ) -> None:
+        """`dsn` None: DATABASE_URL, else libpq's PG* variables. `backoff` is the default for
+        this App's handlers that do not give their own. `name` labels its worker's log lines
+        and connections: a dotted name like a module's (e.g. "ocr_service" or "myapp.jobs:app")."""
+        if not isinstance(name, str) or not is_app_name(name):
+            raise InvalidArgument(
+                "name", f"{name!r} is not a dotted name", 'use letters, digits, _ and dots, e.g. "ocr_service"'
+            )
+        self.dsn = dsn
+        self.name = name
+        self.backoff = backoff
+        self.pool_size = pool_size
+        self.registry = Registry()
+        self._queue: Queue | None = None
+        self._lock = threading.Lock()
+        self._stopper: Stopper | None = None  # while run_worker runs
+
+    # -- handlers -------------------------------------------------------------------------
+
+    def handler(
+        self, job_type: str, *, max_attempts: int | None = None, backoff: Backoff | None = None
+    ) -> Callable[[HandlerFunc], HandlerFunc]:
+        """Register the decorated function for `job_type` on this App only. `max_attempts` is
+        the default `enqueue` gives its jobs; `backoff` spaces the retries of its failures."""
+
+        def decorate(func: HandlerFunc) -> HandlerFunc:
+            return self.registry.register(job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff)
+
+        return decorate
+
+    # -- the database ---------------------------------------------------------------------
+
+    @property
+    def queue(self) -> Queue:
+        """This App's Queue, opened on first use (the rest of the Queue's API is here)."""
+        with self._lock:
+            if self._queue is None:
+                self._queue = Queue(
+                    self.resolved_dsn(),
+                    pool_size=self.pool_size,
+                    backoff=self.backoff,
+                    backoffs=self.registry.backoffs(),
+                    application_name=f"pgwork-app:{self.name}"[:63],
+                )
+            return self._queue
+
+    def resolved_dsn(self) -> str:
+        return self.dsn if self.dsn is not None else resolve_dsn(None)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._queue is not None:
+                self._queue.close()
+                self._queue = None
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- producing and asking -------------------------------------------------------------
+
+    def max_attempts_for(self, job_type: str) -> int:
+        spec = self.registry.spec(job_type)
+        return spec.max_attempts if spec is not None and spec.max_attempts is not None else DEFAULT_MAX_ATTEMPTS
+
+    def enqueue(
+        self,
+        job_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        max_attempts: int | None = None,
+        conn: AnyConnection | None = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> int:
+        """Queue.enqueue (key, priority, delay, available_at, trace_context as there), with
+        `max_attempts` defaulting to the one the type's handler was registered with. With
+        `conn`, the job exists iff the caller's transaction commits."""
+        attempts = self.max_attempts_for(job_type) if max_attempts is None else max_attempts
+        return self.queue.enqueue(job_type, payload, max_attempts=attempts, conn=conn, **options)
+
+    def job(self, job_id: int) -> JobRow | None:
+        return self.queue.job(job_id)
+
+    def result(self, key: str) -> ResultRow | None:
+        return self.queue.result(key)
+
+    def cancel(self, ids: Sequence[int]) -> CancelReport:
+        return self.queue.cancel(ids)
+
+    def wait(self, job_id: int, *, timeout: float = 60.0, poll: float = 1.0, result: bool = True) -> Any:
+        """Block until the job finishes and return its result (None with `result=False`).
+        Raises pgwork.JobFailed (dead or cancelled; it carries the job's last error) or
+        pgwork.WaitTimeout. LISTENs for the completion on its own connection, and polls every
+        `poll` seconds as the fallback."""
+        return wait_for_job(self.resolved_dsn(), job_id, timeout=timeout, poll=poll, result=result)
+
+    # -- working --------------------------------------------------------------------------
+
+    def run_worker(
+        self,
+        *,
+        job_types: Sequence[str] | None = None,
+        concurrency: int = 1,
+        batch: int = 1,
+        lease: float | str = "30s",
+        heartbeat: float | str | None = None,
+        burst: bool = False,
+        metrics_port: int = 0,
+        grace: float | str = "30s",
+        worker_id: str | None = None,
+        listen: bool = True,
+        poll: float | str = "1s",
+        connect_patience: float | str = "60s",
+        handle_signals: bool = True,
+    ) -> int:
+        """Run this App's handlers in this process, as `pgwork worker --app MODULE:APP` would,
+        until `stop_worker()`, SIGTERM/SIGINT (when called from the main thread and
+        `handle_signals`), or with `burst` until nothing is ready. Returns the exit code (0).
+        Options are checked as the CLI's are; `metrics_port` is off (0) unless given."""
+        from pgwork.worker import command
+
+        options = command.options_from_values(
+            app=self.name,
+            job_types=None if job_types is None else ",".join(job_types),
+            concurrency=str(concurrency),
+            batch=str(batch),
+            lease=str(lease),
+            heartbeat=None if heartbeat is None else str(heartbeat),
+            burst=burst,
+            metrics_port=str(metrics_port),
+            grace=str(grace),
+            worker_id=worker_id,
+            listen=listen,
+            poll=str(poll),
+            connect_patience=str(connect_patience),
+        )
+        stopper = command.Stopper()
+        self._stopper = stopper
+        try:
+            return command.serve(
+                options,
+                self.registry.copy(),
+                self.resolved_dsn(),
+                stopper,
+                handle_signals=handle_signals,
+            )
+        finally:
+            self._stopper = None
+
+    def stop_worker(self) -> None:
+        """Ask the worker `run_worker` runs to drain (a second call releases at once)."""
+        stopper = self._stopper
+        if stopper is not None:
+            stopper.request_stop()
