@@ -25,10 +25,10 @@ from pgwork.db import GRANT_PROFILES, Queue, grant, migrate
 from pgwork.dsn import redact, resolve_dsn
 from pgwork.durations import parse_age, parse_duration
 from pgwork.errors import PgworkError
-from pgwork.models import PruneProgress, Reclaimed
+from pgwork.models import COUNTS, PruneProgress, Reclaimed, TypeStats
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import json_safe, render, visible
-from pgwork.validation import parse_id, parse_whole
+from pgwork.validation import parse_id, parse_job_types, parse_whole
 
 # Modules that add subcommands: each has `register(subparsers) -> None`. A missing optional
 # dependency (kopf for the operator) hides only that command.
@@ -187,10 +187,35 @@ def _print_rows(rows: list[dict[str, Any]], as_json: bool, columns: Sequence[str
         print(render(rows, columns))
 
 
+# `pgwork stats` counts up to this many jobs per type and status unless --exact: enough to read
+# a backlog, and the reading costs the same at ten million jobs.
+STATS_CAP = 1000
+
+
+def stats_rows(stats: Sequence[TypeStats], *, as_json: bool) -> list[dict[str, Any]]:
+    """`pgwork stats` rows (pure). A count that reached the cap shows as `>=N` in the table; in
+    JSON the counts stay numbers and `lower_bounds` names the ones that are "at least"."""
+    rows = []
+    for s in stats:
+        row = dataclasses.asdict(s)
+        cap = row.pop("cap")
+        capped = s.lower_bounds()
+        if as_json:
+            row["lower_bounds"] = list(capped)
+            row["cap"] = cap
+        else:
+            for name in COUNTS:
+                if name in capped:
+                    row[name] = f">={row[name]}"
+        rows.append(row)
+    return rows
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
+    job_types = parse_job_types(args.job_types)
     with _queue(args) as q:
-        rows = [dataclasses.asdict(s) for s in q.stats(args.job_types or None)]
-    _print_rows(rows, args.json)
+        stats = q.stats(job_types, cap=None if args.exact else STATS_CAP)
+    _print_rows(stats_rows(stats, as_json=args.json), args.json)
     return 0
 
 
@@ -340,7 +365,15 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
         p = add(name, func, text)
         p.add_argument("--json", action="store_true", help="print JSON")
         if name == "stats":
-            p.add_argument("--job-types", nargs="*", help="only these types")
+            p.add_argument(
+                "--job-types", nargs="+", metavar="A,B", help="only these types, each shown even with no job (a,b,c)"
+            )
+            p.add_argument(
+                "--exact",
+                action="store_true",
+                help=f"count every job (reads one index entry per job); by default counts stop at {STATS_CAP} "
+                f"and show as >={STATS_CAP}",
+            )
         if name == "dead":
             p.add_argument("--limit", default="100", help="show at most this many (default 100)")
     p = add("retry", cmd_retry, "requeue dead or cancelled jobs now")

@@ -102,6 +102,17 @@ class TypeStats:
     dead: int
     oldest_wait_seconds: float
     max_heartbeat_age_seconds: float
+    # Counts stop at `cap` (None: exact): a count equal to it means "at least cap".
+    cap: int | None = None
+
+    def lower_bounds(self) -> tuple[str, ...]:
+        """The counts that reached the cap, so are lower bounds (pure)."""
+        if self.cap is None:
+            return ()
+        return tuple(name for name in COUNTS if getattr(self, name) >= self.cap)
+
+
+COUNTS = ("ready", "scheduled", "retrying", "running", "dead")
 
 
 @dataclass(frozen=True)

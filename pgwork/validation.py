@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -135,6 +135,25 @@ def parse_id(text: str, field: str = "ID") -> int:
         fix = f"give a positive whole number in ASCII digits, at most {BIGINT_MAX}"
         raise InvalidArgument(field, f"{_short(text)} is not a job id", fix)
     return int(stripped)
+
+
+def parse_job_types(values: Sequence[str] | None, field: str = "--job-types") -> list[str] | None:
+    """Job types typed by a person, as the worker takes them (`a,b`; also `a b`, or both), in
+    order without repeats; None when none were given. An empty name is refused (pure)."""
+    if values is None:
+        return None
+    names: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            name = part.strip()
+            if not name:
+                raise InvalidArgument(field, f"{_short(value)} has an empty name", "list types as a,b,c")
+            check_job_type(name, field)
+            if name not in names:
+                names.append(name)
+    if not names:
+        raise InvalidArgument(field, "names no job type", "list types as a,b,c, or leave the option out for every type")
+    return names
 
 
 def parse_whole(text: str, field: str, fix: str) -> int:

@@ -92,8 +92,16 @@ class QueueBase:
 
     # -- questions ------------------------------------------------------------------------
 
-    def stats(self, job_types: Iterable[str] | None = None, *, now: datetime | None = None) -> list[TypeStats]:
-        return self._many("stats", {"job_types": check_job_types(job_types), "now": now}, TypeStats)
+    def stats(
+        self, job_types: Iterable[str] | None = None, *, now: datetime | None = None, cap: int | None = None
+    ) -> list[TypeStats]:
+        """The backlog per job type; every type in `job_types` is answered (zeros when it has no
+        live job). With `cap`, each count stops there (TypeStats.lower_bounds says which did): the
+        cost follows the number of types, not of jobs. Without it the counts are exact and cost
+        one index entry per live job."""
+        if cap is not None:
+            check_int(cap, "cap", 1, 2**31 - 1, "cap the counts at a positive whole number, or pass None for exact")
+        return self._many("stats", {"job_types": check_job_types(job_types), "now": now, "cap": cap}, TypeStats)
 
     def running(self, *, now: datetime | None = None) -> list[RunningRow]:
         return self._many("running", {"now": now}, RunningRow)

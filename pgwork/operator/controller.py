@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pgwork.models import COUNTS
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.credentials import EXPECTED, dsn_problem
-from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner
+from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, jobs_by_owner
 from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
@@ -31,6 +32,8 @@ SHARED_READING_SECONDS = 1.0
 # A status that says nothing new is still written this often, so lastPollTime shows the
 # operator alive; otherwise every poll would be a write (and a watch event for every client).
 STATUS_REFRESH_SECONDS = 60.0
+# The status field each count of pgwork.models.COUNTS is published as.
+STATUS_NAMES = {name: name for name in COUNTS} | {"ready": "pending"}
 # The memo key the create/resume/update handler sets once the owned objects are applied.
 APPLIED = "applied_generation"
 
@@ -195,6 +198,7 @@ def autoscale(
         return change
 
     dsn: str | None = None
+    cap = count_cap(spec.scaling.max_replicas, spec.scaling.target_backlog_per_worker)
     try:
         dsn = read_dsn(clients.kube, namespace, spec.database.default)
         queue = clients.queues.get((namespace, name), dsn)
@@ -204,6 +208,7 @@ def autoscale(
             spec.job_types,
             now=now,
             max_age=min(SHARED_READING_SECONDS, spec.scaling.poll_interval_seconds / 4),
+            cap=cap,
         )
     except (DatabaseProblem, KubeError) as exc:
         problem = exc if isinstance(exc, DatabaseProblem) else DatabaseProblem("SecretUnreadable", str(exc))
@@ -269,6 +274,10 @@ def autoscale(
             "dead": figures.dead,
             "oldestWaitSeconds": round(figures.oldest_wait_seconds, 3),
             "maxHeartbeatAgeSeconds": round(figures.max_heartbeat_age_seconds, 3),
+            # Counts stop at countCap (scaling cannot change past it); lowerBounds names the
+            # figures that reached it, so read them as "at least".
+            "countCap": cap,
+            "lowerBounds": [STATUS_NAMES[name] for name in figures.lower_bounds],
             "desiredReplicas": decision.desired,
             "replicas": replicas,
             "selector": render.selector_string(name),

@@ -21,7 +21,7 @@ from pgwork.errors import (
     SchemaTooNew,
     Unreachable,
 )
-from pgwork.models import TypeStats
+from pgwork.models import COUNTS, TypeStats
 from pgwork.operator.credentials import scrub
 
 QueueFactory = Callable[[str], Queue]
@@ -46,6 +46,14 @@ class Figures:
     dead: int
     oldest_wait_seconds: float
     max_heartbeat_age_seconds: float
+    # The counts (names from pgwork.models.COUNTS) that are "at least": a type's count reached the cap.
+    lower_bounds: tuple[str, ...] = ()
+
+
+def count_cap(max_replicas: int, target_backlog_per_worker: int) -> int:
+    """The count past which the scaling decision cannot change: any backlog above
+    maxReplicas x target already asks for maxReplicas (pure)."""
+    return max(1, max_replicas) * max(1, target_backlog_per_worker) + 1
 
 
 def default_factory(dsn: str) -> Queue:
@@ -78,8 +86,8 @@ class QueueCache:
         self._lock = threading.Lock()
         self._queues: dict[str, Queue] = {}
         self._users: dict[User, str] = {}
-        # key → (read at, stats of every job type): JobQueues on one database share a reading.
-        self._stats: dict[str, tuple[float, list[TypeStats]]] = {}
+        # key → (read at, cap, stats of every job type): JobQueues on one database share a reading.
+        self._stats: dict[str, tuple[float, int | None, list[TypeStats]]] = {}
         self.statements = 0  # stats statements sent, for benchmarks
 
     @staticmethod
@@ -107,23 +115,27 @@ class QueueCache:
             queue.close()
         return existing
 
-    def figures(self, dsn: str, queue: Queue, job_types: Iterable[str], *, now: float, max_age: float) -> Figures:
+    def figures(
+        self, dsn: str, queue: Queue, job_types: Iterable[str], *, now: float, max_age: float, cap: int | None = None
+    ) -> Figures:
         """The backlog for `job_types`, from one `stats` reading of the whole database shared
         by every JobQueue on it within `max_age` seconds: with 100 JobQueues on one database a
-        round costs one statement, not 100 (each would scan the same pending rows)."""
+        round costs one statement, not 100. Counts stop at `cap` (None: exact), so the reading
+        costs a few index pages per job type whatever the backlog; a reading made with a lower
+        cap than this JobQueue needs is not reused."""
         key = self.key(dsn)
         with self._lock:
             cached = self._stats.get(key)
-        if cached is None or now - cached[0] > max_age or now < cached[0]:
+        if cached is None or now - cached[0] > max_age or now < cached[0] or not _covers(cached[1], cap):
             try:
-                stats = queue.stats()
+                stats = queue.stats(cap=cap)
             except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 raise explain(exc, dsn) from None
-            cached = (now, stats)
+            cached = (now, cap, stats)
             with self._lock:
                 self._stats[key] = cached
                 self.statements += 1
-        return summarize(cached[1], job_types)
+        return summarize(cached[2], job_types)
 
     def discard(self, dsn: str) -> None:
         """Forget a Queue that failed, so the next round connects afresh."""
@@ -159,19 +171,25 @@ class QueueCache:
             queue.close()
 
 
-def read_figures(queue: Queue, job_types: Iterable[str]) -> Figures:
+def _covers(read_with: int | None, wanted: int | None) -> bool:
+    """Whether counts capped at `read_with` answer a question capped at `wanted` (None: exact)."""
+    return read_with is None or (wanted is not None and wanted <= read_with)
+
+
+def read_figures(queue: Queue, job_types: Iterable[str], cap: int | None = None) -> Figures:
     """Backlog figures summed over the queue's job types (one statement, nothing shared)."""
     try:
-        stats = queue.stats(list(job_types))
+        stats = queue.stats(list(job_types), cap=cap)
     except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
         raise explain(exc, queue.dsn) from None
     return summarize(stats, job_types)
 
 
 def summarize(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> Figures:
-    """Figures summed over `job_types` (pure)."""
+    """Figures summed over `job_types` (pure). A sum is a lower bound when one of its terms is."""
     wanted = set(job_types)
     stats = [s for s in all_stats if s.job_type in wanted]
+    capped = {name for s in stats for name in s.lower_bounds()}
     return Figures(
         ready=sum(s.ready for s in stats),
         scheduled=sum(s.scheduled for s in stats),
@@ -180,6 +198,7 @@ def summarize(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> Figur
         dead=sum(s.dead for s in stats),
         oldest_wait_seconds=max((s.oldest_wait_seconds for s in stats), default=0.0),
         max_heartbeat_age_seconds=max((s.max_heartbeat_age_seconds for s in stats), default=0.0),
+        lower_bounds=tuple(name for name in COUNTS if name in capped),
     )
 
 

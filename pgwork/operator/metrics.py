@@ -7,6 +7,7 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from pgwork.models import COUNTS
 from pgwork.operator.db import Figures
 
 LABELS = ("namespace", "jobqueue")
@@ -33,6 +34,14 @@ class OperatorMetrics:
             "pgwork_queue_heartbeat_interval_seconds", "Heartbeat interval the workers are configured with"
         )
         self.database_up = gauge("pgwork_queue_database_up", "1 when the queue's database answered the last poll")
+        # The count gauges stop at maxReplicas x targetBacklogPerWorker + 1: 1 here says that
+        # figure's gauge is a lower bound ("at least"), 0 that it is exact.
+        self.lower_bound = Gauge(
+            "pgwork_queue_count_lower_bound",
+            "1 when the count gauge named by `figure` reached the operator's cap, so is a lower bound",
+            (*LABELS, "figure"),
+            registry=self.registry,
+        )
         self._all = (
             self.ready,
             self.scheduled,
@@ -69,6 +78,8 @@ class OperatorMetrics:
             self.dead.labels(*labels).set(figures.dead)
             self.oldest_wait.labels(*labels).set(figures.oldest_wait_seconds)
             self.heartbeat_age.labels(*labels).set(figures.max_heartbeat_age_seconds)
+            for name in COUNTS:
+                self.lower_bound.labels(*labels, name).set(1 if name in figures.lower_bounds else 0)
         if desired is not None:
             self.desired.labels(*labels).set(desired)
         if current is not None:
@@ -78,3 +89,6 @@ class OperatorMetrics:
         for gauge in self._all:
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, jobqueue)
+        for name in COUNTS:
+            with contextlib.suppress(KeyError):
+                self.lower_bound.remove(namespace, jobqueue, name)

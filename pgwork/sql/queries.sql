@@ -111,7 +111,10 @@ SELECT r.idempotency_key, r.job_id, r.job_type, r.produced_by, r.produced_at, r.
   FROM pgwork.job_results AS r WHERE r.idempotency_key = %(key)s;
 
 -- name: stats :many
-SELECT * FROM pgwork.queue_stats(%(job_types)s::text[], coalesce(%(now)s::timestamptz, now()));
+-- Counts capped at %(cap)s (NULL: exact), returned with the cap so a count equal to it reads as
+-- "at least" (migration 0004).
+SELECT b.*, %(cap)s::integer AS cap
+  FROM pgwork.backlog(%(job_types)s::text[], %(cap)s::integer, coalesce(%(now)s::timestamptz, now())) AS b;
 
 -- name: running :many
 SELECT * FROM pgwork.running_jobs(coalesce(%(now)s::timestamptz, now()));

@@ -317,6 +317,56 @@ def _row_status(dsn: str, job_id: int) -> tuple[Any, ...]:
     return found
 
 
+def _at_version_before_latest(dsn: str) -> int:
+    """The schema as the release before the newest migration left it (no version number written
+    here: the newest migration may be renumbered)."""
+    previous = latest_version() - 1
+    _at_version(dsn, previous)
+    return previous
+
+
+def test_previous_version_with_jobs_in_every_state_gains_the_typed_claim_and_the_bounded_backlog(
+    empty_dsn: str,
+) -> None:
+    previous = _at_version_before_latest(empty_dsn)
+    reader = f"pgwork_prev_reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(empty_dsn) as conn:
+        conn.execute(V1_JOBS)  # no migration since version 1 changed a column: every state it can hold
+        conn.execute(
+            """INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
+               SELECT 'u', '{}', 'u-' || g FROM generate_series(1, 30) AS g"""
+        )
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(reader)))
+        conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['reader'])", (reader,))
+    try:
+        before = _snapshot(empty_dsn)
+        ids = _by_key(empty_dsn)
+        assert migrate(empty_dsn) == list(range(previous + 1, latest_version() + 1))
+        assert _snapshot(empty_dsn) == before  # every row, every column
+
+        # The reader granted before the upgrade reads the capped backlog without a new grant.
+        with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=reader)) as q:
+            stats = {s.job_type: s for s in q.stats(cap=10)}
+        assert (stats["u"].ready, stats["u"].lower_bounds()) == (10, ("ready",))
+        t = stats["t"]
+        assert (t.ready, t.scheduled, t.retrying, t.running, t.dead, t.lower_bounds()) == (2, 1, 1, 3, 1, ())
+
+        with Queue(empty_dsn) as q:
+            # The lease held across the upgrade still fences and finishes.
+            held = Lease(ids["running"], uuid.UUID("11111111-1111-1111-1111-111111111111"), "old-pod", 1)
+            assert q.succeed(held, {"after": "upgrade"}) is Completion.CREATED
+            # A typed claim takes t's ready jobs (the retry first: it is older), never u's.
+            claimed = q.claim("new-pod", job_types=["t"], limit=10)
+            assert sorted(j.id for j in claimed) == sorted([ids["ready"], ids["retrying"]])
+            assert {j.id: j.attempt for j in claimed} == {ids["ready"]: 1, ids["retrying"]: 3}
+            assert len(q.claim("new-pod", limit=100)) == 30  # the untyped claim: the rest
+        with psycopg.connect(empty_dsn) as conn:
+            indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'jobs'")}
+        assert {"jobs_claim_idx", "jobs_claim_type_idx", "jobs_pending_due_idx", "jobs_dead_type_idx"} <= indexes
+    finally:
+        _drop_roles(empty_dsn, [reader])
+
+
 def _at_version(dsn: str, version: int) -> None:
     """A database migrated by hand to `version` exactly, as an older pgwork left it."""
     _at_version_1(dsn)

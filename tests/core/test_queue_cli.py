@@ -60,6 +60,8 @@ def test_migrate_enqueue_and_ask(empty_dsn: str) -> None:
             "dead": 0,
             "oldest_wait_seconds": stats[0]["oldest_wait_seconds"],
             "max_heartbeat_age_seconds": 0.0,
+            "lower_bounds": [],
+            "cap": 1000,
         }
     ]
     assert "ocr" in pgwork("stats", dsn=empty_dsn).stdout
@@ -212,3 +214,30 @@ def test_prune_refuses_a_bare_number_and_keeps_dead_jobs_by_default(dsn: str) ->
     out = pgwork("prune", "--older-than", "1d", "--include-dead", dsn=dsn)
     assert out.returncode == 0 and "deleted 1 " in out.stdout
     assert _statuses(dsn) == []
+
+
+def test_stats_caps_counts_unless_exact_and_answers_every_type_asked_for(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            """INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
+               SELECT 'ocr', '{}', 'ocr-' || g FROM generate_series(1, 1005) AS g"""
+        )
+    with Queue(dsn) as q:
+        done = Rows(q, "mail")
+        done.succeeded()  # a type whose every job succeeded: nothing live, still asked for
+
+    capped = pgwork("stats", dsn=dsn)
+    assert capped.returncode == 0, capped.stderr
+    [ocr] = [line.split() for line in capped.stdout.splitlines() if line.startswith("ocr")]
+    assert ocr[1] == ">=1000", capped.stdout
+    exact = json.loads(pgwork("stats", "--exact", "--json", dsn=dsn).stdout)
+    assert [(s["job_type"], s["ready"], s["lower_bounds"], s["cap"]) for s in exact] == [("ocr", 1005, [], None)]
+    [row] = json.loads(pgwork("stats", "--json", "--job-types", "ocr", dsn=dsn).stdout)
+    assert (row["ready"], row["lower_bounds"]) == (1000, ["ready"])
+
+    # The worker's syntax (a,b), the old one (a b), and a type with zeros when asked for.
+    for args in (["--job-types", "mail,ocr"], ["--job-types", "mail", "ocr"], ["--job-types", "mail, ocr,mail"]):
+        rows = json.loads(pgwork("stats", "--json", "--exact", *args, dsn=dsn).stdout)
+        assert [(r["job_type"], r["ready"], r["dead"]) for r in rows] == [("mail", 0, 0), ("ocr", 1005, 0)], args
+    bad = pgwork("stats", "--job-types", "mail,,ocr", dsn=dsn)
+    assert bad.returncode == 2 and "--job-types" in bad.stderr and "a,b,c" in bad.stderr, bad.stderr

@@ -227,6 +227,15 @@ def test_plan_outline_and_the_claims_scan() -> None:
     )
     assert claim_scan(PLAN) == "Sort (Seq Scan on jobs)"
     assert claim_scan({"Node Type": "Result"}) == ""
+    # The claim's two arms: the one for any type cut off by its one-time filter, the typed one reading.
+    empty_arm = {"Node Type": "LockRows", "Actual Loops": 1, "Plans": [{"Node Type": "Result", "Actual Loops": 1}]}
+    typed_arm = {
+        "Node Type": "LockRows",
+        "Actual Loops": 1,
+        "Plans": [{"Node Type": "Index Scan", "Index Name": "jobs_claim_type_idx", "Relation Name": "jobs"}],
+    }
+    both = {"Node Type": "Append", "Plans": [empty_arm, typed_arm]}
+    assert claim_scan(both) == "Index Scan using jobs_claim_type_idx"
 
 
 def test_empty_claims_while_jobs_wait_count_toward_the_next_claim() -> None:

@@ -36,6 +36,25 @@ def test_figures_sum_only_the_queues_job_types_and_share_one_reading(dsn: str, q
         cache.close_all()
 
 
+def test_capped_figures_say_which_are_lower_bounds_and_a_lower_cap_is_not_reused(dsn: str, queue: Queue) -> None:
+    queue.enqueue_many([NewJob("ocr", {"n": n}) for n in range(30)] + [NewJob("mail", {"n": n}) for n in range(3)])
+    cache = QueueCache()
+    try:
+        q = cache.get(("ns", "a"), dsn)
+        small = cache.figures(dsn, q, ["ocr", "mail"], now=100.0, max_age=1.0, cap=11)
+        assert (small.ready, small.lower_bounds) == (14, ("ready",))  # at least 11 ocr + 3 mail
+        # A JobQueue needing a higher cap reads again; one needing less reuses that reading.
+        large = cache.figures(dsn, q, ["ocr"], now=100.1, max_age=1.0, cap=31)
+        assert (large.ready, large.lower_bounds, cache.statements) == (30, (), 2)
+        again = cache.figures(dsn, q, ["mail"], now=100.2, max_age=1.0, cap=5)
+        assert (again.ready, again.lower_bounds, cache.statements) == (3, (), 2)
+        exact = cache.figures(dsn, q, ["ocr"], now=100.3, max_age=1.0)
+        assert (exact.ready, exact.lower_bounds, cache.statements) == (30, (), 3)
+        assert read_figures(q, ["ocr"], cap=30).lower_bounds == ("ready",)
+    finally:
+        cache.close_all()
+
+
 @pytest.mark.parametrize(
     ("dsn", "reason"),
     [

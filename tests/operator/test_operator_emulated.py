@@ -132,10 +132,12 @@ def _drain(queue: Queue, owner: str = "someone-else") -> None:
 
 
 @pytest.mark.parametrize(
-    ("target", "maximum", "expected"),
+    ("target", "maximum", "expected", "pending", "lower_bounds"),
     [
-        (5, 8, 8),  # ceil(50/5) = 10, bounded by max 8
-        (20, 8, 3),  # ceil(50/20) = 3
+        (5, 8, 8, 50, []),  # ceil(50/5) = 10, bounded by max 8
+        (20, 8, 3, 50, []),  # ceil(50/20) = 3
+        # Counts stop at 3 x 2 + 1 = 7 per type (30 ocr, 20 extract): at least 14, max replicas.
+        (2, 3, 3, 14, ["pending"]),
     ],
 )
 def test_scales_up_on_backlog_then_down_after_the_window(
@@ -147,6 +149,8 @@ def test_scales_up_on_backlog_then_down_after_the_window(
     target: int,
     maximum: int,
     expected: int,
+    pending: int,
+    lower_bounds: list[str],
 ) -> None:
     _ready_jobqueue(client, namespace, "ocr", dsn, scaling={"targetBacklogPerWorker": target, "maxReplicas": maximum})
     assert stories.replicas(client, namespace, "ocr") == 1
@@ -160,7 +164,8 @@ def test_scales_up_on_backlog_then_down_after_the_window(
         lambda: (b := stories.jobqueue(client, namespace, "ocr")) and b["status"].get("lastScaleTime") and b,
         what="the status of the scaling round",
     )
-    assert body["status"]["pending"] == 50
+    assert body["status"]["pending"] == pending
+    assert (body["status"]["lowerBounds"], body["status"]["countCap"]) == (lower_bounds, maximum * target + 1)
     assert body["status"]["desiredReplicas"] == expected
     assert stories.condition(body, "Scaling")["reason"] in ("ScaledUp", "Steady")
     eventually(lambda: "ScaledUp" in stories.event_reasons(client, namespace, "ocr"), what="a ScaledUp event")

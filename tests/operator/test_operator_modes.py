@@ -68,6 +68,7 @@ def test_one_namespace_with_liveness_and_metrics(emulator: Emulator, client: Kub
             "pgwork_queue_heartbeat_interval_seconds", "pgwork_queue_database_up",
         ):  # fmt: skip
             assert f'{name}{{jobqueue="ocr",namespace="team-a"}}' in text, name
+        assert 'pgwork_queue_count_lower_bound{figure="ready",jobqueue="ocr",namespace="team-a"} 0.0' in text
         assert 'namespace="team-b"' not in text
         assert fetch(liveness)[0] == 200
         assert stories.deployment(client, "team-b", "ocr") is None  # not watched

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pgwork.tools.lab import (
+    backlog,
     bulk,
     claimers,
     claims,
@@ -24,6 +25,7 @@ from pgwork.tools.lab import (
     heartbeat,
     held,
     history,
+    noisy,
     plots,
     prune,
     report,
@@ -45,6 +47,8 @@ EXPERIMENTS: dict[str, Any] = {
     "waits": waits,
     "bulk": bulk,
     "prune": prune,
+    "noisy": noisy,
+    "backlog": backlog,
 }
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")

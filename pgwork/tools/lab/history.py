@@ -53,9 +53,16 @@ def describe_plan(node: dict[str, Any]) -> str:
     return f"{label} ({', '.join(describe_plan(c) for c in children)})"
 
 
+def _reads_a_table(node: dict[str, Any]) -> bool:
+    if "Relation Name" in node and int(node.get("Actual Loops", 1)) > 0:  # plain EXPLAIN has no loops
+        return True
+    return any(_reads_a_table(c) for c in node.get("Plans", []))
+
+
 def claim_scan(node: dict[str, Any]) -> str:
-    """How the claim found its row: what runs under LockRows."""
-    if node.get("Node Type") == "LockRows" and node.get("Plans"):
+    """How the claim found its row: what runs under the LockRows that read the table (the claim
+    has an arm for any type and one for a list of types; the other reads nothing)."""
+    if node.get("Node Type") == "LockRows" and node.get("Plans") and _reads_a_table(node):
         return describe_plan(node["Plans"][0])
     for child in node.get("Plans", []):
         found = claim_scan(child)

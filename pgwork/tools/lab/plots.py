@@ -109,6 +109,39 @@ def draw(rows: Sequence[Row], folder: Path) -> list[str]:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         save(fig, "bench-drain.png")
+
+    noisy = pivot(select(rows, "noisy-neighbour"))
+    if noisy.keys:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.8))
+        for s in _names(noisy):
+            xs, ys = _series(noisy, s, "finding the row")
+            a1.plot([max(x, 1) for x in xs], ys, marker="o", label=s)
+            xs, ys = _series(noisy, s, "execution")
+            a2.plot([max(x, 1) for x in xs], ys, marker="o", label=s)
+        a1.set_ylabel("buffers to find the row")
+        a2.set_ylabel("EXPLAIN ANALYZE execution (ms)")
+        for a in (a1, a2):
+            a.set_xscale("log")
+            a.set_yscale("log")
+            a.set_xlabel("pending jobs of type A (0 drawn at 1)")
+            a.legend(fontsize=7)
+            a.grid(alpha=0.3)
+        save(fig, "bench-noisy-neighbour.png")
+
+    reading = pivot(select(rows, "backlog-reading"))
+    if reading.keys:
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for s in _names(reading):
+            xs, ys = _series(reading, s, "db time p50")
+            ax.plot([max(x, 1) for x in xs], ys, marker="o", label=s)
+        ax.axhline(20, color="k", linestyle="--", linewidth=1, label="target (20 ms)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("pending jobs over 100 types (0 drawn at 1)")
+        ax.set_ylabel("database time per reading, p50 (ms)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        save(fig, "bench-backlog-reading.png")
     return written
 
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgwork.tools.lab import reference, report_backfill
+from pgwork.tools.lab import reference, report_backfill, report_tenancy
 from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, select
 from pgwork.tools.lab.results import Row
 
@@ -384,4 +384,5 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         parts += [render_pivot(pivot(cost), "case", "trigger"), ""]
 
     parts += report_backfill.sections(rows)
+    parts += report_tenancy.render(rows, plots)
     return "\n".join(parts).rstrip() + "\n"

@@ -75,7 +75,9 @@ CREATE INDEX jobs_claim_full_idx ON pgwork.jobs (priority, available_at, id);
 DROP INDEX pgwork.jobs_claim_full_idx;
 
 -- name: drop_claim_index
-DROP INDEX pgwork.jobs_claim_idx;
+-- Every index on the backlog, so the claim has none to use (the typed claim's own index, and the
+-- backlog reading's, could each serve it).
+DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pending_due_idx, pgwork.jobs_retrying_idx;
 
 -- name: crash_rows
 -- The lab's view of each job during the crash timeline.
@@ -104,6 +106,81 @@ SELECT current_setting('server_version') AS version,
 -- The claim index is the backlog only, so rebuilding it is cheap; it shows what the churn at
 -- the head of a FIFO index (sparse leaf pages the scan must step over) costs the claim.
 REINDEX INDEX pgwork.jobs_claim_idx;
+REINDEX INDEX pgwork.jobs_claim_type_idx;
+
+-- name: insert_pending
+-- A backlog written straight into the table (a backfill), spread over %(types)s job types named
+-- prefix-0, prefix-1, ... (one type when types is 1: the prefix itself).
+INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
+SELECT CASE WHEN %(types)s::int = 1 THEN %(prefix)s::text ELSE %(prefix)s::text || '-' || (g %% %(types)s::int) END,
+       jsonb_build_object('n', g), %(prefix)s::text || '-key-' || g
+  FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g;
+
+-- name: insert_dead
+-- Dead history over the same types: what the backlog reading must count in a bounded way.
+INSERT INTO pgwork.jobs (job_type, payload, status, attempt_count, max_attempts, started_at, completed_at,
+                         lease_owner, last_error, idempotency_key)
+SELECT %(prefix)s::text || '-' || (g %% %(types)s::int), '{}', 'dead', 1, 1, now(), now(), 'lab', 'gave up',
+       %(prefix)s::text || '-dead-' || g
+  FROM generate_series(1, %(count)s::bigint) AS g;
+
+-- name: pending_of_type
+SELECT count(*) AS rows FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.job_type = %(job_type)s;
+
+-- name: delete_pending_of_type
+DELETE FROM pgwork.jobs AS j WHERE j.status = 'pending' AND j.job_type = %(job_type)s;
+
+-- name: v3_claim
+-- The control: the claim of schema versions 2-6, whose one index (jobs_claim_idx) has no job type,
+-- so the type is a filter applied to every pending row ahead of the first match. Run under EXPLAIN
+-- ANALYZE and rolled back, on the same table as pgwork's claim.
+UPDATE pgwork.jobs AS j
+   SET status = 'running', started_at = now(), attempt_count = j.attempt_count + 1,
+       lease_owner = %(owner)s::text, lease_token = gen_random_uuid(),
+       lease_expires_at = now() + make_interval(secs => %(lease)s::float8), heartbeat_at = now(),
+       cancel_requested_at = NULL
+ WHERE j.id = ANY (ARRAY(
+        SELECT c.id FROM pgwork.jobs AS c
+         WHERE c.status = 'pending'
+           AND c.available_at <= now()
+           AND (%(job_types)s::text[] IS NULL OR c.job_type = ANY (%(job_types)s::text[]))
+         ORDER BY c.priority, c.available_at, c.id
+         LIMIT %(limit)s::integer
+           FOR UPDATE SKIP LOCKED))
+RETURNING j.id, j.job_type;
+
+-- name: v3_queue_stats
+-- The control: the backlog reading of schema versions 1-6 (every live row counted), as the
+-- operator's poll ran it. Ages as epochs so infinite timestamps cannot stop it here.
+WITH live AS (
+    SELECT j.job_type, j.status, j.available_at, j.created_at, j.attempt_count, j.heartbeat_at
+      FROM pgwork.jobs AS j WHERE j.status = 'pending'
+    UNION ALL
+    SELECT j.job_type, j.status, j.available_at, j.created_at, j.attempt_count, j.heartbeat_at
+      FROM pgwork.jobs AS j WHERE j.status = 'running'
+    UNION ALL
+    SELECT j.job_type, j.status, j.available_at, j.created_at, j.attempt_count, j.heartbeat_at
+      FROM pgwork.jobs AS j WHERE j.status = 'dead'
+)
+SELECT l.job_type,
+       count(*) FILTER (WHERE l.status = 'pending' AND l.available_at <= now()) AS ready,
+       count(*) FILTER (WHERE l.status = 'pending' AND l.available_at > now()) AS scheduled,
+       count(*) FILTER (WHERE l.status = 'pending' AND l.attempt_count > 0) AS retrying,
+       count(*) FILTER (WHERE l.status = 'running') AS running,
+       count(*) FILTER (WHERE l.status = 'dead') AS dead,
+       max(now() - l.created_at) FILTER (WHERE l.status = 'pending' AND l.available_at <= now()) AS oldest_wait,
+       max(now() - l.heartbeat_at) FILTER (WHERE l.status = 'running') AS max_heartbeat_age
+  FROM live AS l
+ GROUP BY l.job_type
+ ORDER BY l.job_type;
+
+-- name: backlog
+-- What the operator's poll runs (Queue.stats(cap=...)), for EXPLAIN.
+SELECT * FROM pgwork.backlog(NULL, %(cap)s::integer, now());
+
+-- name: exact_backlog
+SELECT * FROM pgwork.backlog(NULL, NULL, now());
+
 
 -- The heartbeat-cost experiment (heartbeat.py): the same renewals under each lease design.
 -- name: wal_lsn

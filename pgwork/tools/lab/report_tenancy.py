@@ -1,0 +1,93 @@
+"""docs/benchmarks.md sections 11 and 12: many job types on one database (issue 14's targets). Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pgwork.tools.lab import backlog, noisy
+from pgwork.tools.lab.pivot import Table, fmt, pivot, render_pivot, select
+from pgwork.tools.lab.results import Row
+
+CLAIM_TARGET = "claim for B with 1M pending A: <= 10 buffers, p50 within 20% of no backlog"
+POLL_TARGET = "operator poll with 10M pending over 100 types: <= 20 ms database time"
+
+
+def _note(rows: Sequence[Row]) -> str:
+    return f"_Run {rows[0].run} ({rows[0].mode} mode)._" if rows else "_Not run yet._"
+
+
+def _largest(t: Table, series: str) -> str:
+    xs = [int(x) for s, x in t.keys if s == series]
+    return str(max(xs)) if xs else ""
+
+
+def claim_verdict(t: Table, mode: str) -> str:
+    top = _largest(t, noisy.TYPED)
+    if not top or (noisy.TYPED, "0") not in t.keys:
+        return "not run"
+    found = t.value(noisy.TYPED, top, "finding the row")
+    base, there = t.value(noisy.TYPED, "0", "claim p50"), t.value(noisy.TYPED, top, "claim p50")
+    change = 100 * (there - base) / base if base > 0 else math.nan
+    figure = (
+        f"{found:.0f} buffers to find the row at {int(top):,} pending A; p50 {fmt(str(base), 'ms')} ms "
+        f"-> {fmt(str(there), 'ms')} ms ({change:+.0f}%)"
+    )
+    if mode != "full":
+        return f"{figure}: not judged (quick run)"
+    if int(top) < 1_000_000:
+        return f"{figure}: not judged (1M not run)"
+    return f"{figure}: {'met' if found <= 10 and change <= 20 else 'not met'}"
+
+
+def poll_verdict(t: Table, mode: str) -> str:
+    top = _largest(t, backlog.CAPPED)
+    if not top:
+        return "not run"
+    ms = t.value(backlog.CAPPED, top, "db time p50")
+    figure = f"{fmt(str(ms), 'ms')} ms database time at {int(top):,} pending over {backlog.TYPES} types"
+    if mode != "full":
+        return f"{figure}: not judged (quick run)"
+    if int(top) < 10_000_000:
+        return f"{figure}: not judged (10M not run)"
+    return f"{figure}: {'met' if ms <= 20 else 'not met'}"
+
+
+def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
+    parts: list[str] = []
+    n = select(rows, noisy.NAME)
+    parts += ["## 11. Noisy neighbour: a claim beside another type's backlog", "", _note(n), ""]
+    parts += [
+        "Type A gets a backlog written ahead of B's jobs (older, same priority); B has a few hundred pending. "
+        "EXPLAIN (ANALYZE, BUFFERS) of one claim, rolled back, on the same table: pgwork's claim for B (one scan "
+        "per type of `jobs_claim_type_idx`), pgwork's claim for any type (`jobs_claim_idx`), and the claim of "
+        "schema versions 2-6 for B (`jobs_claim_idx` only, the type a filter) as the control. `finding the row` "
+        "counts the locking scans' buffers; `rows removed by filter` the rows they read and threw away. "
+        "`claim p50/p95` are real `Queue.claim` calls for B, committed.",
+        "",
+    ]
+    if n:
+        t = pivot(n)
+        parts += [render_pivot(t, "claim", "pending A", x_first=True), ""]
+        parts += [f"Target: {CLAIM_TARGET}. Here: {claim_verdict(t, n[0].mode)}.", ""]
+    parts += [f"![{p}]({p})" for p in plots if "noisy" in p]
+    parts.append("")
+
+    b = select(rows, backlog.NAME)
+    parts += ["## 12. The operator's backlog reading at millions of rows", "", _note(b), ""]
+    parts += [
+        f"Pending jobs spread over {backlog.TYPES} job types, beside {backlog.TYPES} running and "
+        f"{backlog.DEAD:,} dead. Database time is EXPLAIN ANALYZE's execution time on a session that has read "
+        "once (as the operator's pooled connection has). The operator's poll counts each type and status up to "
+        f"its cap ({backlog.CAP} = maxReplicas 20 x targetBacklogPerWorker 10 + 1) and reads ages from index "
+        "heads; `exact` is `pgwork stats --exact`; the control is the reading of schema versions 1-6, which "
+        "counted every live row. `poll p50/p95` are `Queue.stats(cap=...)` round trips.",
+        "",
+    ]
+    if b:
+        t = pivot(b)
+        parts += [render_pivot(t, "reading", "pending", x_first=True), ""]
+        parts += [f"Target: {POLL_TARGET}. Here: {poll_verdict(t, b[0].mode)}.", ""]
+    parts += [f"![{p}]({p})" for p in plots if "backlog" in p]
+    parts.append("")
+    return parts

@@ -1,0 +1,76 @@
+"""Pure parts of the bounded backlog reading: which counts are lower bounds, the operator's cap,
+summing capped figures, `pgwork stats` rows, and `--job-types` as a person types it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgwork.cli import stats_rows
+from pgwork.errors import InvalidArgument
+from pgwork.models import TypeStats
+from pgwork.operator.db import count_cap, summarize
+from pgwork.validation import parse_job_types
+
+
+def _stats(job_type: str, ready: int, running: int = 0, dead: int = 0, cap: int | None = 10) -> TypeStats:
+    return TypeStats(job_type, ready, 0, 0, running, dead, 1.5, 2.5, cap)
+
+
+@pytest.mark.parametrize(
+    ("stats", "expected"),
+    [
+        (_stats("a", 9), ()),
+        (_stats("a", 10), ("ready",)),
+        (_stats("a", 10, running=10, dead=10), ("ready", "running", "dead")),
+        (_stats("a", 500, cap=None), ()),  # exact: nothing is a lower bound
+        (TypeStats("a", 0, 0, 0, 0, 0, 0.0, 0.0), ()),  # rows made before caps existed
+    ],
+)
+def test_lower_bounds_are_the_counts_that_reached_the_cap(stats: TypeStats, expected: tuple[str, ...]) -> None:
+    assert stats.lower_bounds() == expected
+
+
+@pytest.mark.parametrize(
+    ("max_replicas", "target", "cap"),
+    [(10, 10, 101), (1, 1, 2), (0, 5, 6), (50, 200, 10_001)],
+)
+def test_the_cap_is_one_past_what_max_replicas_can_take(max_replicas: int, target: int, cap: int) -> None:
+    assert count_cap(max_replicas, target) == cap
+
+
+def test_a_sum_is_a_lower_bound_when_one_of_its_terms_is() -> None:
+    stats = [_stats("a", 10, running=3), _stats("b", 4, dead=10), _stats("other", 10, running=10)]
+    figures = summarize(stats, ["a", "b"])
+    assert (figures.ready, figures.running, figures.dead) == (14, 3, 10)
+    assert figures.lower_bounds == ("ready", "dead")
+    assert summarize(stats, ["b"]).lower_bounds == ("dead",)
+    assert summarize(stats, ["missing"]).lower_bounds == ()
+
+
+def test_stats_rows_mark_capped_counts_in_the_table_and_name_them_in_json() -> None:
+    stats = [_stats("a", 10, running=2)]
+    [table] = stats_rows(stats, as_json=False)
+    assert (table["ready"], table["running"], "cap" in table) == (">=10", 2, False)
+    [doc] = stats_rows(stats, as_json=True)
+    assert (doc["ready"], doc["lower_bounds"], doc["cap"]) == (10, ["ready"], 10)
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        (None, None),
+        (["a,b"], ["a", "b"]),
+        (["a", "b"], ["a", "b"]),
+        ([" a , b", "c"], ["a", "b", "c"]),
+        (["a,b,a"], ["a", "b"]),
+    ],
+)
+def test_job_types_as_the_worker_takes_them(typed: list[str] | None, expected: list[str] | None) -> None:
+    assert parse_job_types(typed) == expected
+
+
+@pytest.mark.parametrize("typed", [["a,,b"], ["a,"], [""], ["x" * 201]])
+def test_bad_job_types_name_the_option_and_the_fix(typed: list[str]) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        parse_job_types(typed)
+    assert "--job-types" in str(info.value)
