@@ -14,7 +14,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from pgwork.db.base import QueueBase, check_seconds
+from pgwork.db.base import check_seconds
+from pgwork.db.batches import Batches
 from pgwork.db.connect import AnyConnection
 from pgwork.db.rows import (
     CancelRow,
@@ -50,7 +51,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(QueueBase):
+class Queue(Batches):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write

@@ -148,3 +148,10 @@ class RoleFacts:
     rolname: str
     rolsuper: bool
     has_owner_rights: bool
+
+
+@dataclass(frozen=True)
+class FailManyRow:
+    id: int
+    status: str
+    available_at: datetime
