@@ -3,11 +3,14 @@ always with connection-string passwords redacted, never raising whatever the han
 
 from __future__ import annotations
 
+import logging
 import traceback
 
 from pgwork.decoding import undecodable_reason
 from pgwork.dsn import redact
 from pgwork.models import ClaimedJob
+
+log = logging.getLogger("pgwork.worker")
 
 
 def describe_error(exc: BaseException, limit: int = 4000) -> str:
@@ -57,3 +60,14 @@ def payload_problem(claimed: ClaimedJob) -> str | None:
 def redact_message(exc: BaseException) -> str:
     """The exception's message for a span, password redacted."""
     return redact(safe_str(exc))
+
+
+def usable_trace_context(claimed: ClaimedJob) -> dict[str, str]:
+    """The claimed trace context if it is a map of strings, else none: tracing is advisory, so a
+    row with an unreadable context still runs, just without its producer's trace."""
+    value = claimed.trace_context
+    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return dict(value)
+    why = undecodable_reason(value) or f"a JSON {type(value).__name__}, not a map of strings"
+    log.warning("job %s: ignoring its trace_context (%s)", claimed.id, why)
+    return {}

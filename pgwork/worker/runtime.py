@@ -23,19 +23,18 @@ import contextlib
 import logging
 import threading
 import time
-from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
 
 from pgwork import tracing
-from pgwork.decoding import undecodable_reason
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob
 from pgwork.queue import Queue
 from pgwork.validation import result_problem
-from pgwork.worker.describe import describe_error, first_line, payload_problem
+from pgwork.worker.bookkeeping import Bookkeeper
+from pgwork.worker.describe import describe_error, first_line, payload_problem, usable_trace_context
 from pgwork.worker.finishes import Finisher, Pending, retry_write
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
@@ -65,17 +64,6 @@ def check_result(value: Any) -> str | None:
     """None if `value` can be stored as the job's JSON result, else why not (for last_error):
     not JSON, NaN or Infinity, a NUL or a lone surrogate, nested too deep, too large."""
     return result_problem(value)
-
-
-def usable_trace_context(claimed: ClaimedJob) -> dict[str, str]:
-    """The claimed trace context if it is a map of strings, else none: tracing is advisory, so a
-    row with an unreadable context still runs, just without its producer's trace."""
-    value = claimed.trace_context
-    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        return dict(value)
-    why = undecodable_reason(value) or f"a JSON {type(value).__name__}, not a map of strings"
-    log.warning("job %s: ignoring its trace_context (%s)", claimed.id, why)
-    return {}
 
 
 class Worker:
@@ -125,7 +113,9 @@ class Worker:
         )
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
         self._runners = Runners(options.concurrency, self._run_job)
-        self._finisher = Finisher(queue, self._finished, self._runners_busy, self._deadline)
+        self._finisher = Finisher(
+            queue, Bookkeeper(self.metrics, self.holdings, self._wake), self._runners_busy, self._deadline
+        )
         self._server: MetricsServer | None = None
         self._last_tick = time.monotonic()
         self._claim_ok = False
@@ -369,44 +359,6 @@ class Worker:
                 return Ended(value=handler(job))
         except BaseException as exc:  # nothing a handler does may crash the worker
             return Ended(error=exc)
-
-    def _finished(self, answers: list[tuple[Pending, Outcome]]) -> None:
-        """The finisher wrote a batch: count it, close the spans, let the jobs go."""
-        counts: Counter[tuple[str, str]] = Counter()
-        now = time.monotonic()
-        for p, outcome in answers:
-            held = p.held
-            job_type = held.claimed.job_type
-            counts[(job_type, outcome.value)] += 1
-            self.metrics.job_duration.labels(job_type, outcome.value).observe(now - held.claimed_at)
-            self._log(p, outcome)
-            if p.span is not None:
-                if p.decision.error_type is not None:
-                    tracing.mark_error(p.span, p.decision.error_type, p.decision.message or "")
-                p.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
-                p.span.end()
-            self.holdings.remove(held.claimed.id)
-        for (job_type, outcome_label), n in counts.items():
-            self.metrics.jobs_finished.labels(job_type, outcome_label).inc(n)
-            if outcome_label == Outcome.LEASE_LOST.value:
-                self.metrics.lease_lost.labels(job_type).inc(n)
-        self.metrics.in_flight.set(len(self.holdings))
-        self._wake.set()
-
-    def _log(self, p: Pending, outcome: Outcome) -> None:
-        job = p.held.job
-        if outcome is Outcome.CANCELLED:
-            log.info("job %s: cancelled while running; stopped", job.id)
-        elif outcome in (Outcome.RETRY, Outcome.DEAD):
-            first = (p.decision.error or "").strip().splitlines()
-            log.warning(
-                "job %s (%s) attempt %d failed -> %s: %s",
-                job.id,
-                job.job_type,
-                job.attempt,
-                outcome.value,
-                first[0] if first else "",
-            )
 
     # -- shutdown -------------------------------------------------------------------------
 

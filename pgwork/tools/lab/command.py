@@ -15,7 +15,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgwork.tools.lab import claimers, claims, crash, drain, heartbeat, held, history, plots, report, results, wake
+from pgwork.tools.lab import (
+    claimers,
+    claims,
+    crash,
+    drain,
+    heartbeat,
+    held,
+    history,
+    plots,
+    report,
+    results,
+    wake,
+    workers,
+)
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 
@@ -27,6 +40,7 @@ EXPERIMENTS: dict[str, Any] = {
     "drain": drain,
     "wake": wake,
     "heartbeat": heartbeat,
+    "workers": workers,
 }
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")

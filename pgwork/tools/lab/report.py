@@ -366,4 +366,16 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "shown apart from the steady rounds (median).",
         ("design", "jobs"),
     )
+
+    workers = select(rows, "worker-drain")
+    parts += ["## 8. The worker drain, beside its own API", "", _run_note(workers), ""]
+    parts += [
+        "One real `pgwork worker --burst` process drains trivial jobs; in the same rounds, interleaved, "
+        "one process runs the Queue API loop at the same batch (claim N, then `succeed` for batch 1 or one "
+        "`succeed_many`). `pgwork worker (baseline)` is another checkout's worker (`PGWORK_LAB_BASELINE=DIR`), "
+        "when the run had one. Median over rounds; rate from the rows (first claim to last completion).",
+        "",
+    ]
+    if workers:
+        parts += [render_pivot(pivot(workers), "runner", "batch"), ""]
     return "\n".join(parts).rstrip() + "\n"
