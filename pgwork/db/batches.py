@@ -3,6 +3,7 @@ failures written in one transaction. Split from pgwork.db.queue only to keep mod
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,7 +62,9 @@ class Batches(QueueBase):
         one commit for the whole batch, each job still fenced by its own token, each result row
         written in the same transaction that marks its job succeeded."""
         _check_once([s.lease for s in successes] + [f.lease for f in failures])
-        with self._pool.connection(conn) as c, c.transaction():
+        # One statement is its own transaction; BEGIN and COMMIT would be two more round trips.
+        both = bool(successes) and bool(failures)
+        with self._pool.connection(conn) as c, c.transaction() if both else contextlib.nullcontext():
             done: list[SucceedManyRow] = []
             failed: list[FailManyRow] = []
             if successes:

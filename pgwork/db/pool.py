@@ -62,9 +62,9 @@ class Pool:
             raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc)}") from None
 
     def _check(self, conn: AnyConnection) -> None:
-        if time.monotonic() - self._returned.get(id(conn), -_RECENT_SECONDS) < _RECENT_SECONDS:
-            if not (conn.closed or conn.broken):
-                return
+        recent = time.monotonic() - self._returned.get(id(conn), -_RECENT_SECONDS) < _RECENT_SECONDS
+        if recent and not (conn.closed or conn.broken):
+            return
         check_idle_connection(conn)
 
     def close(self, timeout: float) -> None:

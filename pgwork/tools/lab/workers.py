@@ -78,11 +78,12 @@ class Baseline:
     """Another checkout's worker on a database of its own (its schema may be older than ours)."""
 
     def __init__(self, lab: LabDatabase, source: str, logs: Path) -> None:
-        self.dsn = with_dbname(lab.admin_dsn, f"{lab.name}_baseline")
+        self._name = f"{lab.name}_baseline"
+        self.dsn = with_dbname(lab.admin_dsn, self._name)
         self._admin = lab.admin_dsn
         self._drop()
         with psycopg.connect(self._admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(f"{lab.name}_baseline")))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self._name)))
         self.fleet = WorkerFleet(self.dsn, APP, logs, ("--job-types", NOOP_JOB_TYPE, "--grace", "5s"))
         # Its own code first on the path: PACKAGE_ROOT (ours) would win otherwise.
         self.fleet.env = worker_env(self.dsn)
@@ -93,9 +94,8 @@ class Baseline:
         self.queue = Queue(self.dsn, check=False, pool_size=1)
 
     def _drop(self) -> None:
-        name = self.dsn.rsplit("/", 1)[-1].split("?")[0]
         with psycopg.connect(self._admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self._name)))
 
     def summary(self) -> RunSummary:
         with psycopg.connect(self.dsn) as conn:
