@@ -21,11 +21,6 @@ POOL_TIMEOUT = 30.0
 # up (a worker told to stop) also shortens waits already in progress.
 _WAIT_SLICE = 0.25
 _MIN_WAIT = 0.01
-# A connection put back this recently is handed out again without even the select() check: it
-# just completed a statement, and under load (a worker's claims and batched finishes) that check
-# was one more system call per statement. A connection broken since fails its statement as a
-# lost connection, which every caller already retries.
-_RECENT_SECONDS = 0.1
 
 
 class Pool:
@@ -35,7 +30,6 @@ class Pool:
         self.timeout = timeout
         # Monotonic instant after which no call waits for a connection any more (see give_up_at).
         self._give_up_at: float | None = None
-        self._returned: dict[int, float] = {}  # id(connection) -> monotonic instant it was put back
         self._pool: ConnectionPool[AnyConnection] = ConnectionPool(
             with_tcp_defaults(dsn),
             min_size=1,
@@ -50,7 +44,7 @@ class Pool:
             name=f"{application_name}-pool",
             # A broken connection is replaced, not handed out; the check costs a round trip only
             # when the server has already spoken on the idle socket (FATAL or EOF).
-            check=self._check,
+            check=check_idle_connection,
             # Rows Python cannot decode come back as markers, never as an exception mid-fetch.
             configure=decoding.configure,
         )
@@ -60,12 +54,6 @@ class Pool:
             # The server went away between the caller's check and the pool's first connections.
             self._pool.close(timeout=0)
             raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc)}") from None
-
-    def _check(self, conn: AnyConnection) -> None:
-        recent = time.monotonic() - self._returned.get(id(conn), -_RECENT_SECONDS) < _RECENT_SECONDS
-        if recent and not (conn.closed or conn.broken):
-            return
-        check_idle_connection(conn)
 
     def close(self, timeout: float) -> None:
         self._pool.close(timeout=max(0.0, timeout))
@@ -99,7 +87,4 @@ class Pool:
             with pooled:  # as the pool's own connection(): commit or roll back, never close
                 yield pooled
         finally:
-            if len(self._returned) > 256:  # ids of connections long replaced
-                self._returned.clear()
-            self._returned[id(pooled)] = time.monotonic()
             self._pool.putconn(pooled)
