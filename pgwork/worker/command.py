@@ -16,6 +16,7 @@ from pgwork import tracing
 from pgwork.db import Queue
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
+from pgwork.worker.heartbeat import TRANSIENT
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
 from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.runtime import Worker
@@ -115,7 +116,9 @@ def _open_queue(dsn: str, options: WorkerOptions, stopping: list[bool]) -> Queue
                 application_name=f"pgwork-worker:{options.worker_id}"[:63],
                 prepare=options.listen,
             )
-        except Unreachable as exc:
+        except (Unreachable, *TRANSIENT) as exc:
+            # TRANSIENT: the server went down after accepting the connection (a fast restart
+            # terminates it mid-check); the chaos run caught a worker exiting 2 on that.
             if isinstance(exc, PERMANENT_CONNECT_ERRORS):
                 raise  # a wrong password or a malformed DSN does not heal by waiting
             if stopping[0]:

@@ -65,7 +65,7 @@ class Plan:
 def plan(quick: bool) -> Plan:
     if quick:
         return Plan((Case(1, 1, 200), Case(10, 4, 500), Case(100, 16, 1000)), rounds=1)
-    return Plan((Case(1, 1, 2000), Case(10, 4, 10_000), Case(100, 16, 10_000)), rounds=3)
+    return Plan((Case(1, 1, 1000), Case(10, 4, 10_000), Case(100, 16, 10_000)), rounds=3)
 
 
 @dataclass
