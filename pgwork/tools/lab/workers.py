@@ -9,15 +9,20 @@ attempt_count 1 (the --quick mode asserts only that).
 
 With PGWORK_LAB_BASELINE=DIR (a pgwork checkout, e.g. the main branch) the same drains also
 run that checkout's worker, on a database of its own migrated by that checkout, in the same
-rounds: a before/after in one run.
+rounds: a before/after in one run. With pgqueuer installed (`pip install 'pgwork[peers]'`) it
+drains the same jobs at the same batch in its own process, in the same rounds (timed in that
+process: pgqueuer deletes finished rows).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,6 +48,7 @@ BASELINE_ENV = "PGWORK_LAB_BASELINE"
 API = "Queue API loop"
 WORKER = "pgwork worker"
 BASELINE = "pgwork worker (baseline)"
+PEER = "pgqueuer"
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,19 @@ def _drain_with_api(lab: LabDatabase, case: Case) -> int:
     return sum(r.not_created for r in reports)
 
 
+def _drain_with_pgqueuer(lab: LabDatabase, case: Case, violations: list[str]) -> float:
+    env = worker_env(lab.dsn)
+    command = [sys.executable, "-m", "pgwork.tools.lab.pgqueuer_drain", str(case.jobs), str(case.batch)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=case.jobs / 50 + 120, check=False)
+    if done.returncode != 0:
+        violations.append(f"worker-drain {PEER} {case.x}: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        return float("nan")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    if figures["done"] != case.jobs or figures["left"] != 0:
+        violations.append(f"worker-drain {PEER} {case.x}: {figures['done']}/{case.jobs} done, {figures['left']} left")
+    return float(case.jobs / figures["seconds"])
+
+
 def _check(series: str, case: Case, s: RunSummary, violations: list[str]) -> float:
     if s.succeeded != case.jobs or s.results != case.jobs or s.inflated or s.attempts != case.jobs:
         violations.append(
@@ -152,6 +171,9 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     fleet = WorkerFleet(lab.dsn, APP, logs, ("--job-types", NOOP_JOB_TYPE, "--grace", "5s"))
     source = os.environ.get(BASELINE_ENV)
     baseline = Baseline(lab, source, logs / "baseline") if source else None
+    peer = importlib.util.find_spec("pgqueuer") is not None
+    if not peer:
+        say("  pgqueuer is not installed (pip install 'pgwork[peers]'): no peer series")
     runs = 0
     try:
         for n in range(p.rounds):
@@ -173,6 +195,10 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                     figures.setdefault((BASELINE, case.x), Figures()).rates.append(before)
                     figures[(BASELINE, case.x)].peak_kib.append(peak)
                     line += f", baseline worker {before:7.0f} jobs/s"
+                if peer:
+                    theirs = _drain_with_pgqueuer(lab, case, violations)
+                    figures.setdefault((PEER, case.x), Figures()).rates.append(theirs)
+                    line += f", pgqueuer {theirs:7.0f} jobs/s"
                 say(line)
                 runs += 1
         rss = idle_rss(fleet, lab.queue)
@@ -208,22 +234,32 @@ def _measurements(p: Plan, figures: dict[tuple[str, str], Figures], rss: int) ->
     out: list[Measurement] = []
     for case in p.cases:
         api = figures.get((API, case.x))
-        for series in (WORKER, BASELINE, API):
+        for series in (WORKER, BASELINE, API, PEER):
             f = figures.get((series, case.x))
             if f is None:
                 continue
             rate = statistics.median(f.rates)
-            options = f"--batch {case.batch} --concurrency {case.concurrency}" if series != API else ""
             out += [
                 Measurement(NAME, series, case.x, "jobs", case.jobs),
-                Measurement(NAME, series, case.x, "options", options or "claim + succeed_many"),
+                Measurement(NAME, series, case.x, "options", _options(series, case)),
                 Measurement(NAME, series, case.x, "jobs/s", rate, "jobs/s"),
                 Measurement(NAME, series, case.x, "jobs/s min", min(f.rates), "jobs/s"),
                 Measurement(NAME, series, case.x, "jobs/s max", max(f.rates), "jobs/s"),
             ]
             if api is not None and series != API:
                 out.append(Measurement(NAME, series, case.x, "vs API loop", rate / statistics.median(api.rates), "x"))
+            peer = figures.get((PEER, case.x))
+            if peer is not None and series != PEER:
+                out.append(Measurement(NAME, series, case.x, "vs pgqueuer", rate / statistics.median(peer.rates), "x"))
             if f.peak_kib:
                 out.append(Measurement(NAME, series, case.x, "peak RSS", max(f.peak_kib) / 1024, "MiB"))
     out.append(Measurement(NAME, WORKER, "idle", "RSS idle", rss / 1024, "MiB"))
     return out
+
+
+def _options(series: str, case: Case) -> str:
+    if series == API:
+        return "claim + succeed" if case.batch == 1 else "claim + succeed_many"
+    if series == PEER:
+        return f"batch_size={case.batch}, drain mode"
+    return f"--batch {case.batch} --concurrency {case.concurrency}"
