@@ -130,6 +130,6 @@ SELECT * FROM pgwork.running_by_owner(%(job_types)s::text[]);
 LISTEN pgwork_jobs;
 
 -- name: fail_many :many
--- Many failed attempts' decided states, each applied as set_state_if_held applies one (migration 0004).
+-- Many failed attempts' decided states, each applied as set_state_if_held applies one (migration 0005).
 SELECT * FROM pgwork.fail_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(states)s::text[], %(reasons)s::text[],
                                %(retry_delays)s::float8[], %(errors)s::text[], %(now)s::timestamptz);

@@ -1,4 +1,4 @@
--- pgwork schema, version 4 (renumber at merge as needed): many failures applied in one statement.
+-- pgwork schema, version 5: many failures applied in one statement.
 --
 -- The worker collects the outcomes of short jobs and writes them a batch at a time: successes
 -- through pgwork.succeed_many, failures through pgwork.fail_many, in one transaction. fail_many
@@ -52,7 +52,8 @@ BEGIN
 END
 $$;
 
--- The profiles again, as 0003 keeps them, with fail_many in the worker profile.
+-- The profiles again, as 0003 keeps them (0004 did not change them), with fail_many in the worker profile.
+-- Copied whole on purpose: a migration cannot call an older version of a function it replaces.
 CREATE OR REPLACE FUNCTION pgwork.grant_profiles(grantee text, profiles text[]) RETURNS text[]
 LANGUAGE plpgsql SET search_path = pg_catalog, pgwork, pg_temp AS $$
 DECLARE
