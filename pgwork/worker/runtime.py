@@ -229,6 +229,7 @@ class Worker:
                 self.options.batch,
                 waiting=self.holdings.count(HeldState.WAITING),
                 running=self.holdings.count(HeldState.RUNNING),
+                finishing=self.holdings.count(HeldState.FINISHING),
             )
             if room > 0:
                 try:

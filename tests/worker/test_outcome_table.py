@@ -106,3 +106,19 @@ def test_the_databases_answer_is_the_last_word(answer: Completion | FailOutcome,
 )
 def test_claim_size(concurrency: int, batch: int, waiting: int, running: int, claim: int) -> None:
     assert claim_size(concurrency, batch, waiting=waiting, running=running) == claim
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "batch", "waiting", "running", "finishing", "claim"),
+    [
+        (16, 100, 0, 0, 100, 100),  # one capacity of writes pending: the next batch runs meanwhile
+        (16, 100, 0, 0, 150, 50),  # the writer falls behind: claim only what keeps two capacities
+        (16, 100, 0, 0, 200, 0),  # two capacities held: wait for the writes
+        (1, 1, 0, 0, 1, 1),  # a one-job worker claims the next while the last one's write is in flight
+        (1, 1, 0, 0, 2, 0),
+    ],
+)
+def test_claim_size_waits_for_a_writer_that_falls_behind(
+    concurrency: int, batch: int, waiting: int, running: int, finishing: int, claim: int
+) -> None:
+    assert claim_size(concurrency, batch, waiting=waiting, running=running, finishing=finishing) == claim

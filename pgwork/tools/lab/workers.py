@@ -113,16 +113,23 @@ class Baseline:
         with psycopg.connect(self.dsn) as conn:
             conn.execute(query("reset"))
 
+    def analyze(self) -> None:
+        with psycopg.connect(self.dsn) as conn:
+            conn.execute(query("analyze"))
+
     def close(self) -> None:
         self.fleet.stop_all()
         self.queue.close()
         self._drop()
 
 
-def _drain_with_worker(fleet: WorkerFleet, queue: Queue, reset: Callable[[], None], case: Case, name: str) -> int:
+def _drain_with_worker(
+    fleet: WorkerFleet, queue: Queue, case: Case, *, name: str, reset: Callable[[], None], analyze: Callable[[], None]
+) -> int:
     """Peak RSS (KiB) of one burst worker draining the case's jobs."""
     reset()
     queue.enqueue_many([NewJob(NOOP_JOB_TYPE, {"n": n}) for n in range(case.jobs)])
+    analyze()  # as the API loop's queue is (LabDatabase.enqueue): both claim with fresh statistics
     worker = fleet.start(name, "--burst", "--batch", str(case.batch), "--concurrency", str(case.concurrency))
     peak = 0
     deadline = time.monotonic() + case.jobs / 50 + 120
@@ -178,7 +185,9 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     try:
         for n in range(p.rounds):
             for case in p.cases:
-                peak = _drain_with_worker(fleet, lab.queue, lab.reset, case, f"w-{case.batch}-{n}")
+                peak = _drain_with_worker(
+                    fleet, lab.queue, case, name=f"w-{case.batch}-{n}", reset=lab.reset, analyze=lab.analyze
+                )
                 rate = _check(WORKER, case, lab.summary(), violations)
                 figures.setdefault((WORKER, case.x), Figures()).rates.append(rate)
                 figures[(WORKER, case.x)].peak_kib.append(peak)
@@ -189,7 +198,12 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                 line = f"  round {n + 1} {case.x:<9} worker {rate:7.0f} jobs/s, API loop {api:7.0f} jobs/s"
                 if baseline is not None:
                     peak = _drain_with_worker(
-                        baseline.fleet, baseline.queue, baseline.reset, case, f"b-{case.batch}-{n}"
+                        baseline.fleet,
+                        baseline.queue,
+                        case,
+                        name=f"b-{case.batch}-{n}",
+                        reset=baseline.reset,
+                        analyze=baseline.analyze,
                     )
                     before = _check(BASELINE, case, baseline.summary(), violations)
                     figures.setdefault((BASELINE, case.x), Figures()).rates.append(before)
