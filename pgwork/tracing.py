@@ -130,6 +130,30 @@ def consumer_span(
         yield span
 
 
+def start_consumer_span(
+    tracer: trace.Tracer, trace_context: Mapping[str, str], attributes: dict[str, str | int], job_type: str
+) -> trace.Span:
+    """`consumer_span` for a caller that ends the span itself, later, on another thread (the
+    worker ends it once the attempt's outcome is written)."""
+    parent = extract(trace_context)
+    producer = trace.get_current_span(parent).get_span_context()
+    return tracer.start_span(
+        f"process {job_type}",
+        context=parent,
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        links=[Link(producer)] if producer.is_valid else [],
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+
+
+def configured(tracer_provider: trace.TracerProvider | None) -> bool:
+    """Whether spans would go anywhere: a provider given, or one installed globally. With
+    neither, the worker skips its per-job span altogether (no context extraction, no attributes)."""
+    return tracer_provider is not None or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def mark_error(span: trace.Span, error_type: str, description: str) -> None:
     span.set_attribute(ERROR_TYPE, error_type)
     span.set_status(Status(StatusCode.ERROR, description[:500]))

@@ -16,7 +16,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from pgwork.db.base import QueueBase, check_seconds
+from pgwork.db.base import check_seconds
+from pgwork.db.batches import Batches
 from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.connect import AnyConnection
 from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
@@ -56,7 +57,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(QueueBase):
+class Queue(Batches):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write

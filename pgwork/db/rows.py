@@ -165,3 +165,10 @@ class RoleFacts:
 class PruneBatchRow:
     deleted: int
     through: datetime | None
+
+
+@dataclass(frozen=True)
+class FailManyRow:
+    id: int
+    status: str
+    available_at: datetime

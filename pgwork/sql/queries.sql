@@ -183,3 +183,8 @@ FROM STDIN;
 -- (migration 0006); run in its own short transaction.
 SELECT * FROM pgwork.prune_batch(%(status)s::text, %(older_than)s::float8, %(batch)s::integer,
                                  %(after)s::timestamptz, %(now)s::timestamptz);
+
+-- name: fail_many :many
+-- Many failed attempts' decided states, each applied as set_state_if_held applies one (migration 0008).
+SELECT * FROM pgwork.fail_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(states)s::text[], %(reasons)s::text[],
+                               %(retry_delays)s::float8[], %(errors)s::text[], %(now)s::timestamptz);

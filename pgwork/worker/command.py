@@ -26,6 +26,7 @@ from pgwork.db import Queue
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
 from pgwork.worker.app import App
+from pgwork.worker.heartbeat import TRANSIENT
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
 from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.runtime import Worker
@@ -189,7 +190,9 @@ def _open_queue(dsn: str, options: WorkerOptions, registry: Registry, stopper: S
                 prepare=options.listen,
                 backoffs=registry.backoffs(),
             )
-        except Unreachable as exc:
+        except (Unreachable, *TRANSIENT) as exc:
+            # TRANSIENT: the server went down after accepting the connection (a fast restart
+            # terminates it mid-check); the chaos run caught a worker exiting 2 on that.
             if isinstance(exc, PERMANENT_CONNECT_ERRORS):
                 raise  # a wrong password or a malformed DSN does not heal by waiting
             if stopper.stopping:

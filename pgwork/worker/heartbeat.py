@@ -25,6 +25,7 @@ from pgwork.worker.registry import StopReason
 log = logging.getLogger("pgwork.worker.heartbeat")
 
 TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+_RENEWED = (HeldState.WAITING, HeldState.RUNNING, HeldState.FINISHING)
 
 
 class Heartbeat(threading.Thread):
@@ -74,12 +75,10 @@ class Heartbeat(threading.Thread):
             self._conn = None
 
     def beat(self) -> None:
-        # Finishing jobs are left out: their row is changing state, and a "lost" answer would be noise.
-        held = [
-            h
-            for h in self._holdings.snapshot()
-            if h.state in (HeldState.WAITING, HeldState.RUNNING) and not h.job.lease_lost
-        ]
+        # Finishing jobs are renewed too: their outcome may wait for a batched write (or for the
+        # database to come back). Their row may be changing state, so a "lost" answer for them is
+        # not acted on: the write itself says whether the token still held the job.
+        held = [h for h in self._holdings.snapshot() if h.state in _RENEWED and not h.job.lease_lost]
         sent = time.monotonic()
         try:
             conn = self._connection()
@@ -89,7 +88,7 @@ class Heartbeat(threading.Thread):
             log.warning("heartbeat failed (%s); will retry in %gs", str(exc).strip().splitlines()[0], self.interval)
             now = time.monotonic()
             for h in held:
-                if now >= h.lease_deadline:
+                if now >= h.lease_deadline and h.state is not HeldState.FINISHING:
                     log.warning(
                         "job %s: lease lapsed by our clock without a renewal; treating it as lost", h.claimed.id
                     )
@@ -98,9 +97,13 @@ class Heartbeat(threading.Thread):
         self.rounds += 1
         self._metrics.heartbeat_ok()
         for h in held:
-            if h.state not in (HeldState.WAITING, HeldState.RUNNING):
-                continue  # finished while the renewal was in flight
+            if h.state not in _RENEWED:
+                continue  # released while the renewal was in flight
             state = states.get(h.claimed.id, LeaseState.LOST)
+            if h.state is HeldState.FINISHING:
+                if state is not LeaseState.LOST:
+                    h.lease_deadline = sent + self.lease
+                continue
             if state is LeaseState.HELD:
                 h.lease_deadline = sent + self.lease
             elif state is LeaseState.CANCEL_REQUESTED:

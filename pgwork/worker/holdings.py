@@ -18,7 +18,7 @@ from pgwork.worker.registry import Job
 class HeldState(enum.Enum):
     WAITING = "waiting"  # claimed, no runner yet (a batch larger than --concurrency)
     RUNNING = "running"  # the handler is working on it
-    FINISHING = "finishing"  # the runner is writing the outcome
+    FINISHING = "finishing"  # the outcome is decided; its write is pending (still heartbeated)
     RELEASED = "released"  # given back on shutdown; the runner must write nothing
 
 

@@ -1,8 +1,10 @@
-"""The worker: claim, run handlers on their own threads, finish through the fenced Queue calls.
+"""The worker: claim, run handlers on a fixed pool of runners, write their outcomes in batches.
 
-Threads: the main loop (claims and dispatches), one runner thread per job in flight, the
-heartbeat thread (its own connection) and the listener thread (its own connection). No
-transaction is ever open while a handler runs: every Queue call is one autocommitted statement.
+Threads: the main loop (claims and hands jobs to the runners), `--concurrency` runner threads
+(pgwork.worker.runners), the finisher that writes decided outcomes a batch at a time
+(pgwork.worker.finishes), the heartbeat thread (its own connection) and the listener thread (its
+own connection). No transaction is ever open while a handler runs: a handler's outcome is
+decided (pgwork.worker.outcome) after it returns and written afterwards in a short transaction.
 
 Shutdown (SIGTERM, or `request_stop()`): stop claiming at once; jobs claimed but not started go
 back to pending at once; running jobs get `grace` seconds to finish; the rest are released
@@ -21,30 +23,31 @@ import contextlib
 import logging
 import threading
 import time
-import traceback
-from collections.abc import Callable
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import Any
 
-import psycopg
 from opentelemetry import trace
 
 from pgwork import tracing
-from pgwork.decoding import undecodable_reason
-from pgwork.dsn import redact
 from pgwork.errors import InvalidArgument, PgworkError
-from pgwork.models import ClaimedJob, Completion, FailOutcome
+from pgwork.models import ClaimedJob
 from pgwork.queue import Queue
 from pgwork.validation import result_problem
+from pgwork.worker.bookkeeping import Bookkeeper
+from pgwork.worker.describe import describe_error, first_line, payload_problem, usable_trace_context
+from pgwork.worker.finishes import Finisher, Pending, retry_write
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.registry import Job, PermanentError, Registry, StopReason
+from pgwork.worker.outcome import Decision, Ended, Outcome, decide
+from pgwork.worker.registry import Job, Registry, StopReason
+from pgwork.worker.runners import Runners
+from pgwork.worker.slots import claim_size
 from pgwork.worker.wakeup import WakeListener
 
 log = logging.getLogger("pgwork.worker")
 
-T = TypeVar("T")
 # Longest pause between claim attempts while the database is unreachable.
 MAX_CLAIM_BACKOFF = 10.0
 # A main loop that has not ticked for this long is reported unhealthy on /healthz.
@@ -57,51 +60,10 @@ RELEASE_SECONDS = 2.0
 JOIN_SECONDS = 1.0
 
 
-def describe_error(exc: BaseException, limit: int = 4000) -> str:
-    """What goes into last_error: the exception line first, then the end of the traceback, with
-    any connection-string password redacted (a handler's exception may quote its own DSN)."""
-    head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6)).strip()
-    text = redact(f"{head}\n{tail}")
-    return text if len(text) <= limit else text[: limit - 15] + " …[truncated]"
-
-
-def error_type(exc: BaseException) -> str:
-    cls = type(exc)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-
-
 def check_result(value: Any) -> str | None:
     """None if `value` can be stored as the job's JSON result, else why not (for last_error):
     not JSON, NaN or Infinity, a NUL or a lone surrogate, nested too deep, too large."""
     return result_problem(value)
-
-
-def payload_problem(claimed: ClaimedJob) -> str | None:
-    """Why a claimed job's payload cannot be handed to a handler, or None. Such a row was written
-    by plain SQL (pgwork refuses these values at enqueue); it will never decode, so the job goes
-    dead at once instead of being retried."""
-    reason = undecodable_reason(claimed.payload)
-    if reason is None and not isinstance(claimed.payload, dict):
-        reason = f"a JSON {type(claimed.payload).__name__}, not an object"
-    if reason is None:
-        return None
-    return (
-        f"pgwork.UndecodablePayload: the payload of job {claimed.id} cannot be read: {reason}. "
-        "It was not written by pgwork's enqueue (which refuses such values); fix the row's payload "
-        "and run `pgwork retry ID`, or enqueue the work again"
-    )
-
-
-def usable_trace_context(claimed: ClaimedJob) -> dict[str, str]:
-    """The claimed trace context if it is a map of strings, else none: tracing is advisory, so a
-    row with an unreadable context still runs, just without its producer's trace."""
-    value = claimed.trace_context
-    if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        return dict(value)
-    why = undecodable_reason(value) or f"a JSON {type(value).__name__}, not a map of strings"
-    log.warning("job %s: ignoring its trace_context (%s)", claimed.id, why)
-    return {}
 
 
 class Worker:
@@ -133,7 +95,12 @@ class Worker:
         self.job_types = types
         self.metrics = metrics or WorkerMetrics()
         self.metrics.heartbeat_interval.set(options.heartbeat)
-        self._tracer = trace.get_tracer("pgwork.worker", tracer_provider=tracer_provider)
+        # No provider given and none installed: no span per job at all (see tracing.configured).
+        self._tracer = (
+            trace.get_tracer("pgwork.worker", tracer_provider=tracer_provider)
+            if tracing.configured(tracer_provider)
+            else None
+        )
         self.holdings = Holdings()
         self.metrics.watch(self.holdings, types)
         self._wake = threading.Event()
@@ -145,6 +112,10 @@ class Worker:
             queue, self.holdings, self.metrics, interval=options.heartbeat, lease=options.lease, prepare=prepare
         )
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
+        self._runners = Runners(options.concurrency, self._run_job)
+        self._finisher = Finisher(
+            queue, Bookkeeper(self.metrics, self.holdings, self._wake), self._runners_busy, self._deadline
+        )
         self._server: MetricsServer | None = None
         self._last_tick = time.monotonic()
         self._claim_ok = False
@@ -172,6 +143,9 @@ class Worker:
         self._shutdown_deadline = grace_ends + RELEASE_SECONDS
         # Every database wait, in every thread and already in progress, now ends by then.
         self.queue.give_up_at(self._shutdown_deadline)
+
+    def _deadline(self) -> float | None:
+        return self._shutdown_deadline
 
     def remaining(self) -> float:
         """Seconds left before the shutdown deadline (infinite while not stopping)."""
@@ -203,6 +177,8 @@ class Worker:
         """Work until stopped (or, with --burst, until nothing is ready or running). Returns 0."""
         self.start_metrics()
         self._heartbeat.start()
+        self._runners.start()
+        self._finisher.start()
         if self._listener is not None:
             self._listener.start()
         log.info(
@@ -219,6 +195,9 @@ class Worker:
             self._loop()
             self._drain()
         finally:
+            self._runners.stop()
+            self._finisher.stop()
+            self._finisher.join(self.remaining() if self._shutdown_deadline is not None else None)
             self._heartbeat.stop()
             if self._listener is not None:
                 self._listener.stop()
@@ -241,38 +220,37 @@ class Worker:
         while not self._stop.is_set():
             self._last_tick = time.monotonic()
             self._wake.clear()
-            self._dispatch()
             if claim_backoff:
                 self._stop.wait(claim_backoff)
                 if self._stop.is_set():
                     break
-            room = self._room()
+            room = claim_size(
+                self.options.concurrency,
+                self.options.batch,
+                waiting=self.holdings.count(HeldState.WAITING),
+                running=self.holdings.count(HeldState.RUNNING),
+                finishing=self.holdings.count(HeldState.FINISHING),
+            )
             if room > 0:
                 try:
                     claimed = self._claim(room)
                 except (*TRANSIENT, PgworkError) as exc:
                     self._claim_ok = False
                     claim_backoff = min(max(claim_backoff * 2, 0.25), MAX_CLAIM_BACKOFF)
-                    log.warning("claim failed (%s); retrying in %gs", _first_line(exc), claim_backoff)
+                    log.warning("claim failed (%s); retrying in %gs", first_line(exc), claim_backoff)
                     continue
                 claim_backoff = 0.0
                 self._claim_ok = True
                 if claimed:
                     for job in claimed:
                         self._hold(job)
-                    self._dispatch()
+                    self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
                     if len(claimed) == room:
                         continue  # more may be ready
                 elif self.options.burst and len(self.holdings) == 0:
                     log.info("burst: no job ready and none running; exiting")
                     return
             self._wake.wait(self.options.poll)
-
-    def _room(self) -> int:
-        """How many to claim now: only when no claimed job waits for a runner, up to capacity."""
-        if self.holdings.count(HeldState.WAITING) > 0:
-            return 0
-        return max(0, self.options.capacity - len(self.holdings))
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         started = time.perf_counter()
@@ -293,166 +271,95 @@ class Worker:
             idempotency_key=claimed.idempotency_key,
             trace_context=usable_trace_context(claimed),
         )
-        self.holdings.add(Held(claimed, job, self.options.lease))
-        self.metrics.in_flight.set(len(self.holdings))
+        held = Held(claimed, job, self.options.lease)
+        self.holdings.add(held)
+        self._runners.submit(held)
 
-    def _dispatch(self) -> None:
-        if self._stop.is_set():
-            return  # draining: jobs not yet started are released, not begun
-        running = self.holdings.count(HeldState.RUNNING) + self.holdings.count(HeldState.FINISHING)
-        for held in self.holdings.snapshot():
-            if running >= self.options.concurrency:
-                return
-            if held.transition({HeldState.WAITING}, HeldState.RUNNING):
-                running += 1
-                threading.Thread(
-                    target=self._run_job, args=(held,), name=f"pgwork-job-{held.claimed.id}", daemon=True
-                ).start()
+    # -- one job (on a runner thread) ---------------------------------------------------------
 
-    # -- one job --------------------------------------------------------------------------
+    def _runners_busy(self) -> bool:
+        return self._runners.busy > 0
 
     def _run_job(self, held: Held) -> None:
+        if self._stop.is_set():
+            return  # draining: jobs not yet started are released, not begun
+        if not held.transition({HeldState.WAITING}, HeldState.RUNNING):
+            return  # released on shutdown before it started
+        span: trace.Span | None = None
+        submitted = False
         try:
-            attributes = tracing.consumer_span_attributes(
-                held.claimed.id,
-                held.claimed.job_type,
-                held.claimed.attempt,
-                held.claimed.max_attempts,
-                self.options.worker_id,
+            span = self._start_span(held)
+            ended = self._call(held, span)
+            released = not held.transition({HeldState.RUNNING}, HeldState.FINISHING)
+            job = held.job
+            decision = decide(
+                ended,
+                job.stop_reason,
+                released=released,
+                attempt=job.attempt,
+                max_attempts=job.max_attempts,
+                backoff=self.queue.backoff.delay(job.attempt),
+                now=datetime.now(UTC),
             )
-            with tracing.consumer_span(self._tracer, held.job.trace_context, attributes, held.claimed.job_type) as span:
-                outcome = self._execute(held, span)
-                span.set_attribute(tracing.JOB_OUTCOME, outcome)
-            if outcome != "released":  # the releaser counted it
-                self.metrics.finished(held.claimed.job_type, outcome, time.monotonic() - held.claimed_at)
+            if decision.outcome is Outcome.RELEASED:
+                # Shutdown gave it back while the handler ran; the releaser wrote and counted it.
+                if span is not None:
+                    span.set_attribute(tracing.JOB_OUTCOME, Outcome.RELEASED.value)
+                    span.end()
+                return
+            if span is not None and ended.error is not None and decision.error_type is not None:
+                with contextlib.suppress(Exception):
+                    span.record_exception(
+                        ended.error,
+                        {"exception.message": decision.message or "", "exception.stacktrace": decision.error or ""},
+                    )
+            self._finisher.submit(Pending(held, decision, span))
+            submitted = True
         except BaseException as exc:  # a bug here must not take the process down
-            log.error("job %s: runner failed: %s", held.claimed.id, redact(describe_error(exc)))
-            self._fail_after_runner_error(held, exc)
+            log.error("job %s: runner failed: %s", held.claimed.id, describe_error(exc))
+            if not submitted and held.transition({HeldState.RUNNING, HeldState.FINISHING}, HeldState.FINISHING):
+                # Recorded as a failed attempt (fenced: a job already finished is untouched), so
+                # the row does not stay `running` until its lease lapses. The reaper is the backstop.
+                text = f"pgwork worker error while finishing the job: {describe_error(exc)}"
+                failed = decide(
+                    Ended(error=RuntimeError(text)),
+                    None,
+                    released=False,
+                    attempt=held.job.attempt,
+                    max_attempts=held.job.max_attempts,
+                    backoff=self.queue.backoff.delay(held.job.attempt),
+                    now=datetime.now(UTC),
+                )
+                self._finisher.submit(Pending(held, Decision(failed.outcome, failure=failed.failure, error=text), span))
         finally:
-            self.holdings.remove(held.claimed.id)
-            self.metrics.in_flight.set(len(self.holdings))
-            self._wake.set()
+            self._wake.set()  # a runner is free: the main loop may claim again
+            self._finisher.poke()
 
-    def _fail_after_runner_error(self, held: Held, exc: BaseException) -> None:
-        """Record a worker bug as a failed attempt (fenced: a job already finished is untouched),
-        so the row does not stay `running` until its lease lapses. The reaper is the backstop."""
-        if not held.transition({HeldState.RUNNING, HeldState.FINISHING}, HeldState.RELEASED):
-            return
-        text = f"pgwork worker error while finishing the job: {describe_error(exc)}"
-        try:
-            self._finish(held, "record the failure", lambda: self.queue.fail(held.lease, text))
-        except Exception as inner:
-            log.error("job %s: could not record the failure (%s); the reaper will return it", held.claimed.id, inner)
+    def _start_span(self, held: Held) -> trace.Span | None:
+        if self._tracer is None:
+            return None
+        c = held.claimed
+        attributes = tracing.consumer_span_attributes(
+            c.id, c.job_type, c.attempt, c.max_attempts, self.options.worker_id
+        )
+        return tracing.start_consumer_span(self._tracer, held.job.trace_context, attributes, c.job_type)
 
-    def _execute(self, held: Held, span: trace.Span) -> str:
-        job = held.job
-        value: Any = None
-        failure: BaseException | None = None
+    def _call(self, held: Held, span: trace.Span | None) -> Ended:
         unreadable = payload_problem(held.claimed)
         if unreadable is not None:
-            return self._refuse_undecodable(held, span, unreadable)
-        if not job.should_stop:
-            handler = self.registry.get(job.job_type)
-            assert handler is not None  # only registered types are claimed
-            try:
-                value = handler(job)
-            except BaseException as exc:  # nothing a handler does may crash the worker
-                failure = exc
-        if not held.transition({HeldState.RUNNING}, HeldState.FINISHING):
-            return "released"  # shutdown gave it back while the handler ran; write nothing
-        lease = held.lease
-        if job.cancelled:
-            acknowledged = self._finish(
-                held, "acknowledge the cancellation", lambda: self.queue.acknowledge_cancel(lease)
-            )
-            log.info("job %s: cancelled while running; stopped", job.id)
-            return "cancelled" if acknowledged else self._lost(held, span)
-        if job.lease_lost:
-            return self._lost(held, span)
-        if failure is not None:
-            retryable = not isinstance(failure, PermanentError)
-            # Both read str(failure), which a handler's own exception class may break.
-            text = describe_error(failure)
-            message = redact(safe_str(failure))
-            with contextlib.suppress(Exception):
-                span.record_exception(failure, {"exception.message": message, "exception.stacktrace": text})
-            tracing.mark_error(span, error_type(failure), message)
-            result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, text, retryable=retryable))
-            if result is None or result.outcome is FailOutcome.LEASE_LOST:
-                return self._lost(held, span)
-            outcome = "retry" if result.outcome is FailOutcome.RETRY else "dead"
-            log.warning(
-                "job %s (%s) attempt %d failed -> %s: %s",
-                job.id,
-                job.job_type,
-                job.attempt,
-                outcome,
-                _first_line(failure),
-            )
-            return outcome
-        problem = check_result(value)
-        if problem is not None:
-            tracing.mark_error(span, "invalid_result", problem)
-            result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, problem, retryable=False))
-            if result is None or result.outcome is FailOutcome.LEASE_LOST:
-                return self._lost(held, span)
-            log.warning("job %s (%s): %s -> dead", job.id, job.job_type, problem)
-            return "dead"
+            return Ended(unreadable=unreadable)
+        job = held.job
+        if job.should_stop:
+            return Ended()
+        handler = self.registry.get(job.job_type)
+        assert handler is not None  # only registered types are claimed
         try:
-            completion = self._finish(held, "record the success", lambda: self.queue.succeed(lease, value))
-        except (psycopg.DataError, InvalidArgument) as exc:
-            # The database refused this result (check_result missed a case): a permanent failure,
-            # not a runner crash that would leave the job to the reaper.
-            refusal = f"the result could not be stored: {_first_line(exc)}"
-            tracing.mark_error(span, "invalid_result", refusal)
-            failed = self._finish(held, "record the failure", lambda: self.queue.fail(lease, refusal, retryable=False))
-            return "dead" if failed is not None and failed.outcome is FailOutcome.DEAD else self._lost(held, span)
-        if completion is None or completion is Completion.LEASE_LOST:
-            return self._lost(held, span)
-        return "succeeded" if completion is Completion.CREATED else "duplicate"
-
-    def _refuse_undecodable(self, held: Held, span: trace.Span, problem: str) -> str:
-        if not held.transition({HeldState.RUNNING}, HeldState.FINISHING):
-            return "released"
-        tracing.mark_error(span, "undecodable_payload", problem)
-        lease = held.lease
-        result = self._finish(held, "record the failure", lambda: self.queue.fail(lease, problem, retryable=False))
-        if result is None or result.outcome is FailOutcome.LEASE_LOST:
-            return self._lost(held, span)
-        log.error("job %s (%s): %s -> dead", held.claimed.id, held.claimed.job_type, problem)
-        return "dead"
-
-    def _lost(self, held: Held, span: trace.Span) -> str:
-        tracing.mark_error(span, "lease_lost", "the lease was lost; the effect was not written")
-        log.warning("job %s: lease lost; result discarded (another worker or the reaper has it)", held.claimed.id)
-        return "lease_lost"
-
-    def _finish(self, held: Held, what: str, write: Callable[[], T]) -> T | None:
-        """Run a fenced write, retrying lost connections until the lease would have lapsed or,
-        once stopping, until the shutdown deadline, whichever comes first."""
-        pause = 0.1
-        while True:
-            try:
-                return write()
-            except TRANSIENT as exc:
-                shutdown = self._shutdown_deadline
-                give_up = held.lease_deadline if shutdown is None else min(held.lease_deadline, shutdown)
-                if time.monotonic() + pause >= give_up:
-                    why = "its lease lapsed" if give_up == held.lease_deadline else "the shutdown deadline"
-                    log.error(
-                        "job %s: could not %s before %s (%s); the row stays running and the reaper "
-                        "returns it once the lease lapses",
-                        held.claimed.id,
-                        what,
-                        why,
-                        _first_line(exc),
-                    )
-                    return None
-                log.warning(
-                    "job %s: could not %s (%s); retrying in %gs", held.claimed.id, what, _first_line(exc), pause
-                )
-                time.sleep(pause)
-                pause = min(pause * 2, 2.0)
+            if span is None:
+                return Ended(value=handler(job))
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                return Ended(value=handler(job))
+        except BaseException as exc:  # nothing a handler does may crash the worker
+            return Ended(error=exc)
 
     # -- shutdown -------------------------------------------------------------------------
 
@@ -480,31 +387,17 @@ class Worker:
         self.metrics.in_flight.set(len(self.holdings))
 
     def _release(self, held: Held, note: str) -> None:
-        released = self._finish(held, "release it", lambda: self.queue.release(held.lease, note))
+        released = retry_write(held, "release it", lambda: self.queue.release(held.lease, note), self._deadline)
         if released:
-            outcome = "released"
+            outcome = Outcome.RELEASED
         elif released is None:
-            outcome = "lease_lost"  # gave up writing; the reaper will return it
+            outcome = Outcome.LEASE_LOST  # gave up writing; the reaper will return it
         else:
             # A release is refused when the lease is gone or a cancellation was requested;
             # the fenced acknowledgement tells the two apart (it matches only a held row).
-            acked = self._finish(
-                held, "acknowledge the cancellation", lambda: self.queue.acknowledge_cancel(held.lease)
+            acked = retry_write(
+                held, "acknowledge the cancellation", lambda: self.queue.acknowledge_cancel(held.lease), self._deadline
             )
-            outcome = "cancelled" if acked else "lease_lost"
-        log.info("job %s: %s -> %s", held.claimed.id, note, outcome)
-        self.metrics.finished(held.claimed.job_type, outcome, time.monotonic() - held.claimed_at)
-
-
-def safe_str(exc: BaseException) -> str:
-    """str(exc), or a stand-in when the exception's own __str__ raises (a handler's bug must
-    never stop the worker from recording the failure)."""
-    try:
-        return str(exc)
-    except Exception as inner:
-        return f"<str() of {type(exc).__name__} raised {type(inner).__name__}>"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = redact(safe_str(exc)).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+            outcome = Outcome.CANCELLED if acked else Outcome.LEASE_LOST
+        log.info("job %s: %s -> %s", held.claimed.id, note, outcome.value)
+        self.metrics.finished(held.claimed.job_type, outcome.value, time.monotonic() - held.claimed_at)

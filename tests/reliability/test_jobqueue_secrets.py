@@ -177,13 +177,13 @@ def test_no_fragment_of_a_secret_reaches_status_events_log_or_metrics(
         assert f"Secret {namespace}/queue-db key 'dsn'" in condition["message"] or reason != "InvalidDSN"
         body = stories.jobqueue(client, namespace, "ocr")
         assert stories.replicas(client, namespace, "ocr") == 1  # nothing scaled on an unread backlog
-        runtime = operator.options.runtime
-        assert runtime is not None
+        clients = operator.options.clients
+        assert clients is not None
         texts = {
             "status": json.dumps(body.get("status"), ensure_ascii=False),
             "events": json.dumps(stories.events(client, namespace, "ocr"), ensure_ascii=False),
             "log": "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records),
-            "metrics": generate_latest(runtime.metrics.registry).decode(),
+            "metrics": generate_latest(clients.metrics.registry).decode(),
         }
         assert texts["log"], "the operator's log was captured"
         assert leaks(sensitive, texts) == []

@@ -32,6 +32,7 @@ from pgwork.tools.lab import (
     results,
     waits,
     wake,
+    workers,
 )
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
@@ -49,6 +50,7 @@ EXPERIMENTS: dict[str, Any] = {
     "prune": prune,
     "noisy": noisy,
     "backlog": backlog,
+    "workers": workers,
 }
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")

@@ -122,6 +122,9 @@ class LabDatabase:
             self.queue.enqueue_many([NewJob(JOB_TYPE, {"n": i}) for i in range(start, stop)])
         self.run("analyze")
 
+    def analyze(self) -> None:
+        self.run("analyze")
+
     def fresh_queue(self, jobs: int) -> None:
         self.reset()
         self.enqueue(jobs)

@@ -142,6 +142,24 @@ def draw(rows: Sequence[Row], folder: Path) -> list[str]:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         save(fig, "bench-backlog-reading.png")
+
+    workers = pivot(select(rows, "worker-drain"))
+    if workers.keys:
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for s in _names(workers):
+            points = sorted(
+                (int(x.removeprefix("batch ")), workers.value(s, x, "jobs/s"))
+                for t, x in workers.keys
+                if t == s and x.startswith("batch ") and not math.isnan(workers.value(s, x, "jobs/s"))
+            )
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=s)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("--batch (jobs per claim)")
+        ax.set_ylabel("jobs/s (median over rounds)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        save(fig, "bench-worker-drain.png")
     return written
 
 

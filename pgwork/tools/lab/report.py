@@ -337,7 +337,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "synchronous_commit is the server default. Claim and finish time are summed over the claimers.",
         ("case", "claimers"),
     )
-    parts += [f"![{p}]({p})" for p in plots if "drain" in p]
+    parts += [f"![{p}]({p})" for p in plots if "bench-drain" in p]
     parts.append("")
 
     parts += _section(
@@ -385,4 +385,17 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
 
     parts += report_backfill.sections(rows)
     parts += report_tenancy.render(rows, plots)
+
+    parts += _section(
+        "## 13. The worker drain, beside its own API",
+        select(rows, "worker-drain"),
+        "One real `pgwork worker --burst` process drains trivial jobs; in the same rounds, interleaved, one "
+        "process runs the Queue API loop at the same batch (claim N, then `succeed` for batch 1 or one "
+        "`succeed_many`). `pgwork worker (baseline)` is another checkout's worker (`PGWORK_LAB_BASELINE=DIR`) "
+        "and `pgqueuer` the peer (`pip install 'pgwork[peers]'`, timed in its own process since it deletes "
+        "finished rows), when the run had them. Median over rounds, min and max beside it; pgwork's rates "
+        "from the rows (first claim to last completion).",
+        ("runner", "batch"),
+    )
+    parts += [f"![{p}]({p})" for p in plots if "worker-drain" in p]
     return "\n".join(parts).rstrip() + "\n"

@@ -1,0 +1,126 @@
+"""The Queue's batched finishes: many failures in one statement, and a batch of successes and
+failures written in one transaction. Split from pgwork.db.queue only to keep modules small."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from pgwork.db.base import QueueBase
+from pgwork.db.connect import AnyConnection
+from pgwork.db.rows import FailManyRow, SucceedManyRow
+from pgwork.errors import InvalidArgument
+from pgwork.failure import FailureDecision
+from pgwork.models import Completion, FailOutcome, Failure, Lease
+from pgwork.validation import error_text
+
+
+@dataclass(frozen=True)
+class DecidedFailure:
+    """A failed attempt with its decision made (pgwork.failure.decide_failure) and its error text."""
+
+    lease: Lease
+    decision: FailureDecision
+    error: str
+
+
+@dataclass(frozen=True)
+class StoredSuccess:
+    """A success whose result is already JSON text the results table accepts
+    (pgwork.validation.result_json): serialised once, by the caller that checked it."""
+
+    lease: Lease
+    result_json: str
+
+
+class Batches(QueueBase):
+    def fail_many(
+        self, failures: Sequence[DecidedFailure], *, conn: AnyConnection | None = None, now: datetime | None = None
+    ) -> dict[int, Failure]:
+        """Apply many decided failures in one statement, each fenced by its own token as `fail`
+        is: a job whose token no longer holds it is untouched and answers LEASE_LOST."""
+        if not failures:
+            return {}
+        _check_once([f.lease for f in failures])
+        rows = self._many("fail_many", _fail_params(failures, now), FailManyRow, conn)
+        return _failures(failures, rows)
+
+    def finish_many(
+        self,
+        successes: Sequence[StoredSuccess],
+        failures: Sequence[DecidedFailure],
+        *,
+        conn: AnyConnection | None = None,
+        now: datetime | None = None,
+    ) -> tuple[dict[int, Completion], dict[int, Failure]]:
+        """Successes (pgwork.succeed_many) and failures (pgwork.fail_many) in one transaction:
+        one commit for the whole batch, each job still fenced by its own token, each result row
+        written in the same transaction that marks its job succeeded."""
+        _check_once([s.lease for s in successes] + [f.lease for f in failures])
+        # One statement is its own transaction; BEGIN and COMMIT would be two more round trips.
+        both = bool(successes) and bool(failures)
+        with self._pool.connection(conn) as c, c.transaction() if both else contextlib.nullcontext():
+            done: list[SucceedManyRow] = []
+            failed: list[FailManyRow] = []
+            if successes:
+                ordered = sorted(successes, key=lambda s: s.lease.job_id)  # one lock order
+                params = {
+                    "ids": [s.lease.job_id for s in ordered],
+                    "tokens": [s.lease.token for s in ordered],
+                    "results": [Jsonb(s.result_json, dumps=_identity) for s in ordered],
+                    "now": now,
+                }
+                done = self._many("succeed_many", params, SucceedManyRow, c)
+            if failures:
+                failed = self._many("fail_many", _fail_params(failures, now), FailManyRow, c)
+        inserted = {r.id: r.inserted for r in done}
+        completions = {
+            s.lease.job_id: Completion.LEASE_LOST
+            if s.lease.job_id not in inserted
+            else Completion.CREATED
+            if inserted[s.lease.job_id]
+            else Completion.ALREADY_EXISTED
+            for s in successes
+        }
+        return completions, _failures(failures, failed)
+
+
+def _check_once(leases: Sequence[Lease]) -> None:
+    ids = [lease.job_id for lease in leases]
+    if len(set(ids)) != len(ids):
+        raise InvalidArgument("leases", "name a job more than once", "pass each lease once")
+
+
+def _fail_params(failures: Sequence[DecidedFailure], now: datetime | None) -> dict[str, Any]:
+    return {
+        "ids": [f.lease.job_id for f in failures],
+        "tokens": [f.lease.token for f in failures],
+        "states": [f.decision.state for f in failures],
+        "reasons": [f.decision.reason.value if f.decision.reason else None for f in failures],
+        "retry_delays": [f.decision.retry_delay for f in failures],
+        "errors": [error_text(f.error) for f in failures],
+        "now": now,
+    }
+
+
+def _failures(failures: Sequence[DecidedFailure], rows: Sequence[FailManyRow]) -> dict[int, Failure]:
+    by_id = {r.id: r for r in rows}
+    answers: dict[int, Failure] = {}
+    for f in failures:
+        row = by_id.get(f.lease.job_id)
+        if row is None:
+            answers[f.lease.job_id] = Failure(FailOutcome.LEASE_LOST)
+        elif row.status == "pending":
+            answers[f.lease.job_id] = Failure(FailOutcome.RETRY, row.available_at)
+        else:
+            answers[f.lease.job_id] = Failure(FailOutcome.DEAD)
+    return answers
+
+
+def _identity(text: Any) -> str:
+    return str(text)

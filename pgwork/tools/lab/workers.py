@@ -1,0 +1,279 @@
+"""Experiment 7: the worker drain. Real `pgwork worker --burst` processes drain trivial jobs at
+--batch 1/10/100, side by side in the same run with the Queue API loop at the same batch (one
+claimer process: claim N, then one `succeed` for batch 1 or one `succeed_many` for the batch).
+
+Rounds are interleaved (worker, API loop, worker, ...) so drift on a shared machine hits both
+alike; each figure is the median over rounds. The rate is read from the rows (first claim to
+last completion). Every run must leave every job succeeded once with one result and
+attempt_count 1 (the --quick mode asserts only that).
+
+With PGWORK_LAB_BASELINE=DIR (a pgwork checkout, e.g. the main branch) the same drains also
+run that checkout's worker, on a database of its own migrated by that checkout, in the same
+rounds: a before/after in one run. With pgqueuer installed (`pip install 'pgwork[peers]'`) it
+drains the same jobs at the same batch in its own process, in the same rounds (timed in that
+process: pgqueuer deletes finished rows).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from pgwork.db import Queue
+from pgwork.dsn import with_dbname
+from pgwork.models import NewJob
+from pgwork.tools.fleet import WorkerFleet, worker_env
+from pgwork.tools.lab import NOOP_JOB_TYPE, query
+from pgwork.tools.lab.claimers import ClaimerFleet, WorkerSpec
+from pgwork.tools.lab.labdb import LabDatabase, RunSummary
+from pgwork.tools.lab.results import Measurement, Outcome
+from pgwork.tools.lab.wake import memory_kib
+
+NAME = "worker-drain"
+APP = "pgwork.tools.lab.noop_app"
+BASELINE_ENV = "PGWORK_LAB_BASELINE"
+API = "Queue API loop"
+WORKER = "pgwork worker"
+BASELINE = "pgwork worker (baseline)"
+PEER = "pgqueuer"
+
+
+@dataclass(frozen=True)
+class Case:
+    batch: int
+    concurrency: int
+    jobs: int
+
+    @property
+    def x(self) -> str:
+        return f"batch {self.batch}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    cases: tuple[Case, ...]
+    rounds: int
+
+
+def plan(quick: bool) -> Plan:
+    if quick:
+        return Plan((Case(1, 1, 200), Case(10, 4, 500), Case(100, 16, 1000)), rounds=1)
+    return Plan((Case(1, 1, 1000), Case(10, 4, 10_000), Case(100, 16, 10_000)), rounds=3)
+
+
+@dataclass
+class Figures:
+    rates: list[float] = field(default_factory=list)
+    peak_kib: list[int] = field(default_factory=list)
+
+
+class Baseline:
+    """Another checkout's worker on a database of its own (its schema may be older than ours)."""
+
+    def __init__(self, lab: LabDatabase, source: str, logs: Path) -> None:
+        self._name = f"{lab.name}_baseline"
+        self.dsn = with_dbname(lab.admin_dsn, self._name)
+        self._admin = lab.admin_dsn
+        self._drop()
+        with psycopg.connect(self._admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self._name)))
+        self.fleet = WorkerFleet(self.dsn, APP, logs, ("--job-types", NOOP_JOB_TYPE, "--grace", "5s"))
+        # Its own code first on the path: PACKAGE_ROOT (ours) would win otherwise.
+        self.fleet.env = worker_env(self.dsn)
+        self.fleet.env["PYTHONPATH"] = os.pathsep.join([source, self.fleet.env["PYTHONPATH"]])
+        subprocess.run(
+            [*self.fleet.command("migrate")[:3], "migrate"], env=self.fleet.env, check=True, capture_output=True
+        )
+        self.queue = Queue(self.dsn, check=False, pool_size=1)
+
+    def _drop(self) -> None:
+        with psycopg.connect(self._admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(self._name)))
+
+    def summary(self) -> RunSummary:
+        with psycopg.connect(self.dsn) as conn:
+            r = conn.execute(query("run_summary")).fetchone()
+        assert r is not None
+        return RunSummary(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5] or 0.0), int(r[6]))
+
+    def reset(self) -> None:
+        with psycopg.connect(self.dsn) as conn:
+            conn.execute(query("reset"))
+
+    def analyze(self) -> None:
+        with psycopg.connect(self.dsn) as conn:
+            conn.execute(query("analyze"))
+
+    def close(self) -> None:
+        self.fleet.stop_all()
+        self.queue.close()
+        self._drop()
+
+
+def _drain_with_worker(
+    fleet: WorkerFleet, queue: Queue, case: Case, *, name: str, reset: Callable[[], None], analyze: Callable[[], None]
+) -> int:
+    """Peak RSS (KiB) of one burst worker draining the case's jobs."""
+    reset()
+    queue.enqueue_many([NewJob(NOOP_JOB_TYPE, {"n": n}) for n in range(case.jobs)])
+    analyze()  # as the API loop's queue is (LabDatabase.enqueue): both claim with fresh statistics
+    worker = fleet.start(name, "--burst", "--batch", str(case.batch), "--concurrency", str(case.concurrency))
+    peak = 0
+    deadline = time.monotonic() + case.jobs / 50 + 120
+    while worker.alive():
+        peak = max(peak, memory_kib(worker.pid, "VmHWM"))
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"worker-drain: {name} did not finish {case.jobs} jobs; see {fleet.log_dir}")
+        time.sleep(0.05)
+    return peak
+
+
+def _drain_with_api(lab: LabDatabase, case: Case) -> int:
+    lab.fresh_queue(case.jobs)
+    finish = "many" if case.batch > 1 else "each"
+    spec = WorkerSpec(lab.dsn, "api-loop", "skiplocked", 0.0, case.jobs / 50 + 120, batch=case.batch, finish=finish)
+    reports = ClaimerFleet([spec]).wait()
+    return sum(r.not_created for r in reports)
+
+
+def _drain_with_pgqueuer(lab: LabDatabase, case: Case, violations: list[str]) -> float:
+    env = worker_env(lab.dsn)
+    command = [sys.executable, "-m", "pgwork.tools.lab.pgqueuer_drain", str(case.jobs), str(case.batch)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=case.jobs / 50 + 120, check=False)
+    if done.returncode != 0:
+        violations.append(f"worker-drain {PEER} {case.x}: exit {done.returncode}: {done.stderr.strip()[-300:]}")
+        return float("nan")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    if figures["done"] != case.jobs or figures["left"] != 0:
+        violations.append(f"worker-drain {PEER} {case.x}: {figures['done']}/{case.jobs} done, {figures['left']} left")
+    return float(case.jobs / figures["seconds"])
+
+
+def _check(series: str, case: Case, s: RunSummary, violations: list[str]) -> float:
+    if s.succeeded != case.jobs or s.results != case.jobs or s.inflated or s.attempts != case.jobs:
+        violations.append(
+            f"worker-drain {series} {case.x}: {s.succeeded}/{case.jobs} succeeded, {s.results} results, "
+            f"{s.attempts} claims, {s.inflated} inflated"
+        )
+    return case.jobs / s.seconds if s.seconds > 0 else float("nan")
+
+
+def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
+    violations: list[str] = []
+    figures: dict[tuple[str, str], Figures] = {}
+    logs = Path(tempfile.mkdtemp(prefix="pgwork-lab-workers-"))
+    fleet = WorkerFleet(lab.dsn, APP, logs, ("--job-types", NOOP_JOB_TYPE, "--grace", "5s"))
+    source = os.environ.get(BASELINE_ENV)
+    baseline = Baseline(lab, source, logs / "baseline") if source else None
+    peer = importlib.util.find_spec("pgqueuer") is not None
+    if not peer:
+        say("  pgqueuer is not installed (pip install 'pgwork[peers]'): no peer series")
+    runs = 0
+    try:
+        for n in range(p.rounds):
+            for case in p.cases:
+                peak = _drain_with_worker(
+                    fleet, lab.queue, case, name=f"w-{case.batch}-{n}", reset=lab.reset, analyze=lab.analyze
+                )
+                rate = _check(WORKER, case, lab.summary(), violations)
+                figures.setdefault((WORKER, case.x), Figures()).rates.append(rate)
+                figures[(WORKER, case.x)].peak_kib.append(peak)
+                if _drain_with_api(lab, case):
+                    violations.append(f"worker-drain {API} {case.x}: a fenced completion did not write its result")
+                api = _check(API, case, lab.summary(), violations)
+                figures.setdefault((API, case.x), Figures()).rates.append(api)
+                line = f"  round {n + 1} {case.x:<9} worker {rate:7.0f} jobs/s, API loop {api:7.0f} jobs/s"
+                if baseline is not None:
+                    peak = _drain_with_worker(
+                        baseline.fleet,
+                        baseline.queue,
+                        case,
+                        name=f"b-{case.batch}-{n}",
+                        reset=baseline.reset,
+                        analyze=baseline.analyze,
+                    )
+                    before = _check(BASELINE, case, baseline.summary(), violations)
+                    figures.setdefault((BASELINE, case.x), Figures()).rates.append(before)
+                    figures[(BASELINE, case.x)].peak_kib.append(peak)
+                    line += f", baseline worker {before:7.0f} jobs/s"
+                if peer:
+                    theirs = _drain_with_pgqueuer(lab, case, violations)
+                    figures.setdefault((PEER, case.x), Figures()).rates.append(theirs)
+                    line += f", pgqueuer {theirs:7.0f} jobs/s"
+                say(line)
+                runs += 1
+        rss = idle_rss(fleet, lab.queue)
+        say(f"  idle worker RSS {rss / 1024:.1f} MiB")
+    except Exception:
+        say(f"  worker-drain failed; worker logs kept in {logs}")
+        raise
+    else:
+        shutil.rmtree(logs, ignore_errors=True)
+    finally:
+        fleet.stop_all()
+        if baseline is not None:
+            baseline.close()
+    return Outcome(_measurements(p, figures, rss), violations, runs)
+
+
+def idle_rss(fleet: WorkerFleet, queue: Queue) -> int:
+    """VmRSS (KiB) of a worker that has taken one job and waits for more."""
+    worker = fleet.start("idle", "--poll", "5m")
+    job_id = queue.enqueue(NOOP_JOB_TYPE, {"idle": True})
+    deadline = time.monotonic() + 60
+    while (row := queue.job(job_id)) is None or row.status != "succeeded":
+        if time.monotonic() > deadline:
+            raise TimeoutError("worker-drain: the idle worker took no job in 60s")
+        time.sleep(0.02)
+    time.sleep(1.0)  # settled: its threads started, its first write done
+    rss = memory_kib(worker.pid, "VmRSS")
+    fleet.stop_all()
+    return rss
+
+
+def _measurements(p: Plan, figures: dict[tuple[str, str], Figures], rss: int) -> list[Measurement]:
+    out: list[Measurement] = []
+    for case in p.cases:
+        api = figures.get((API, case.x))
+        for series in (WORKER, BASELINE, API, PEER):
+            f = figures.get((series, case.x))
+            if f is None:
+                continue
+            rate = statistics.median(f.rates)
+            out += [
+                Measurement(NAME, series, case.x, "jobs", case.jobs),
+                Measurement(NAME, series, case.x, "options", _options(series, case)),
+                Measurement(NAME, series, case.x, "jobs/s", rate, "jobs/s"),
+                Measurement(NAME, series, case.x, "jobs/s min", min(f.rates), "jobs/s"),
+                Measurement(NAME, series, case.x, "jobs/s max", max(f.rates), "jobs/s"),
+            ]
+            if api is not None and series != API:
+                out.append(Measurement(NAME, series, case.x, "vs API loop", rate / statistics.median(api.rates), "x"))
+            peer = figures.get((PEER, case.x))
+            if peer is not None and series != PEER:
+                out.append(Measurement(NAME, series, case.x, "vs pgqueuer", rate / statistics.median(peer.rates), "x"))
+            if f.peak_kib:
+                out.append(Measurement(NAME, series, case.x, "peak RSS", max(f.peak_kib) / 1024, "MiB"))
+    out.append(Measurement(NAME, WORKER, "idle", "RSS idle", rss / 1024, "MiB"))
+    return out
+
+
+def _options(series: str, case: Case) -> str:
+    if series == API:
+        return "claim + succeed" if case.batch == 1 else "claim + succeed_many"
+    if series == PEER:
+        return f"batch_size={case.batch}, drain mode"
+    return f"--batch {case.batch} --concurrency {case.concurrency}"

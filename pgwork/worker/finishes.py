@@ -1,0 +1,214 @@
+"""The executor of outcomes: one thread that writes what runners decided, a batch at a time.
+
+Runners hand over each decided outcome (pgwork.worker.outcome) and go back to work. This thread
+collects them and writes every few milliseconds, or at once when no runner is busy (so a
+one-job worker does not wait): the successes through succeed_many and the failures through
+fail_many in one transaction, each fenced by its own token, each result row in the transaction
+that marks its job succeeded. Until its write lands a job stays held (and heartbeated). A write
+that keeps failing on a lost connection is retried until the job's lease would have lapsed or
+the shutdown deadline, whichever is first; then the row is left to the reaper.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import psycopg
+from opentelemetry import trace
+
+from pgwork import tracing
+from pgwork.db import Queue
+from pgwork.db.batches import DecidedFailure, StoredSuccess
+from pgwork.errors import InvalidArgument
+from pgwork.worker.describe import first_line
+from pgwork.worker.heartbeat import TRANSIENT
+from pgwork.worker.holdings import Held
+from pgwork.worker.outcome import Decision, Outcome, after_failure, after_success, lost, refused_result
+
+log = logging.getLogger("pgwork.worker")
+
+T = TypeVar("T")
+# How long a decided outcome may wait for others to share its write while runners are busy.
+LINGER_SECONDS = 0.005
+# Most outcomes written in one transaction.
+MAX_BATCH = 1000
+
+
+@dataclass
+class Pending:
+    held: Held
+    decision: Decision
+    span: trace.Span | None
+
+
+Done = Callable[[list[tuple[Pending, Outcome]]], None]
+
+
+def retry_write(
+    held: Held, what: str, write: Callable[[], T], shutdown_deadline: Callable[[], float | None]
+) -> T | None:
+    """Run a fenced write, retrying lost connections until the lease would have lapsed or, once
+    stopping, until the shutdown deadline, whichever comes first. None: gave up."""
+    pause = 0.1
+    while True:
+        try:
+            return write()
+        except TRANSIENT as exc:
+            shutdown = shutdown_deadline()
+            give_up = held.lease_deadline if shutdown is None else min(held.lease_deadline, shutdown)
+            if time.monotonic() + pause >= give_up:
+                why = "its lease lapsed" if give_up == held.lease_deadline else "the shutdown deadline"
+                log.error(
+                    "job %s: could not %s before %s (%s); the row stays running and the reaper "
+                    "returns it once the lease lapses",
+                    held.claimed.id,
+                    what,
+                    why,
+                    first_line(exc),
+                )
+                return None
+            log.warning("job %s: could not %s (%s); retrying in %gs", held.claimed.id, what, first_line(exc), pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+class Finisher(threading.Thread):
+    def __init__(
+        self,
+        queue: Queue,
+        done: Done,
+        busy: Callable[[], bool],
+        shutdown_deadline: Callable[[], float | None],
+        *,
+        linger: float = LINGER_SECONDS,
+    ) -> None:
+        super().__init__(name="pgwork-finisher", daemon=True)
+        self._queue = queue
+        self._done = done
+        self._busy = busy
+        self._deadline = shutdown_deadline
+        self._linger = linger
+        self._pending: list[Pending] = []
+        self._cond = threading.Condition()
+        self._stopping = False
+        self.flushes = 0
+
+    def submit(self, item: Pending) -> None:
+        with self._cond:
+            self._pending.append(item)
+            self._cond.notify()
+
+    def poke(self) -> None:
+        """A runner went idle: if nothing else is running, write now rather than linger."""
+        with self._cond:
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Write what is pending, then end."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending and self._stopping:
+                    return
+                first = time.monotonic()
+                while (
+                    not self._stopping
+                    and len(self._pending) < MAX_BATCH
+                    and self._busy()
+                    and time.monotonic() - first < self._linger
+                ):
+                    self._cond.wait(self._linger)
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            try:
+                self._done(self.write(batch))
+            except Exception:  # the thread must live on: the rows are left to the reaper
+                log.exception("writing %d outcome(s) failed unexpectedly; the reaper will return them", len(batch))
+                self._done([(p, Outcome.LEASE_LOST) for p in batch])
+            self.flushes += 1
+
+    # -- applying decisions ----------------------------------------------------------------
+
+    def write(self, batch: list[Pending]) -> list[tuple[Pending, Outcome]]:
+        answers: list[tuple[Pending, Outcome]] = []
+        writes: list[Pending] = []
+        for p in batch:
+            outcome = p.decision.outcome
+            if outcome is Outcome.CANCELLED:
+                acked = retry_write(
+                    p.held,
+                    "acknowledge the cancellation",
+                    lambda p=p: self._queue.acknowledge_cancel(p.held.lease),  # type: ignore[misc]
+                    self._deadline,
+                )
+                answers.append((p, Outcome.CANCELLED if acked else self._lose(p)))
+            elif outcome in (Outcome.SUCCEEDED, Outcome.RETRY, Outcome.DEAD):
+                writes.append(p)
+            elif outcome is Outcome.LEASE_LOST:
+                answers.append((p, self._lose(p)))
+            else:
+                answers.append((p, outcome))
+        if writes:
+            answers.extend(self._write_many(writes))
+        return answers
+
+    def _write_many(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]]:
+        # The batch's writes share one transaction: retry it until the first of its leases
+        # would lapse; a job that cannot wait longer is given up alone.
+        first = min(writes, key=lambda p: p.held.lease_deadline)
+        try:
+            written = retry_write(first.held, "record the outcome", lambda: self._finish(writes), self._deadline)
+        except (psycopg.DataError, InvalidArgument) as exc:
+            if len(writes) > 1:
+                return [answer for p in writes for answer in self._write_many([p])]
+            return self._refused(writes[0], exc)
+        if written is None:
+            return [(p, self._lose(p)) for p in writes]
+        return written
+
+    def _finish(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]]:
+        successes = [
+            StoredSuccess(p.held.lease, p.decision.result_json or "null")
+            for p in writes
+            if p.decision.outcome is Outcome.SUCCEEDED
+        ]
+        failures = [
+            DecidedFailure(p.held.lease, p.decision.failure, p.decision.error or "")
+            for p in writes
+            if p.decision.failure is not None and p.decision.outcome is not Outcome.SUCCEEDED
+        ]
+        completions, failed = self._queue.finish_many(successes, failures)
+        answers = []
+        for p in writes:
+            job_id = p.held.claimed.id
+            if job_id in completions:
+                outcome = after_success(completions[job_id])
+            else:
+                outcome = after_failure(failed[job_id].outcome)
+            answers.append((p, self._lose(p) if outcome is Outcome.LEASE_LOST else outcome))
+        return answers
+
+    def _refused(self, p: Pending, exc: Exception) -> list[tuple[Pending, Outcome]]:
+        """The database refused this job's result (a case result_json missed): a permanent
+        failure, not a crash that would leave the job to the reaper."""
+        job = p.held.job
+        p.decision = refused_result(first_line(exc), job.attempt, job.max_attempts, datetime.now(UTC))
+        if p.span is not None:
+            tracing.mark_error(p.span, "invalid_result", p.decision.message or "")
+        return self._write_many([p])
+
+    def _lose(self, p: Pending) -> Outcome:
+        p.decision = lost()
+        log.warning("job %s: lease lost; result discarded (another worker or the reaper has it)", p.held.claimed.id)
+        return Outcome.LEASE_LOST
