@@ -61,6 +61,10 @@ class QueueBase:
 
     # -- plumbing -------------------------------------------------------------------------
 
+    def backoff_for(self, job_type: str | None) -> Backoff:
+        """The backoff for a job type's retries: its handler's own, else the Queue's."""
+        return self.backoffs.get(job_type or "", self.backoff)
+
     def close(self, timeout: float = 5.0) -> None:
         """Close the pool, waiting at most `timeout` seconds for its background threads."""
         self._pool.close(timeout)

@@ -274,7 +274,7 @@ class Queue(Batches):
         Decided here (pgwork.failure.decide_failure), applied by pgwork.set_state_if_held only
         while the lease holds and within its bounds: a retry past the attempt budget is applied
         as dead, whatever the caller asks; a non-retryable error goes dead at once."""
-        backoff = self.backoffs.get(lease.job_type or "", self.backoff)
+        backoff = self.backoff_for(lease.job_type)
         retry_in = backoff.delay(lease.attempt) if delay is None else check_seconds(delay, "delay")
         # A lease made by hand does not know the budget: ask for the retry, the database says.
         budget = lease.max_attempts if lease.max_attempts is not None else _SMALLINT_MAX

@@ -298,7 +298,7 @@ class Worker:
                 released=released,
                 attempt=job.attempt,
                 max_attempts=job.max_attempts,
-                backoff=self.queue.backoff.delay(job.attempt),
+                backoff=self.queue.backoff_for(held.claimed.job_type).delay(job.attempt),
                 now=datetime.now(UTC),
             )
             if decision.outcome is Outcome.RELEASED:
@@ -327,7 +327,7 @@ class Worker:
                     released=False,
                     attempt=held.job.attempt,
                     max_attempts=held.job.max_attempts,
-                    backoff=self.queue.backoff.delay(held.job.attempt),
+                    backoff=self.queue.backoff_for(held.claimed.job_type).delay(held.job.attempt),
                     now=datetime.now(UTC),
                 )
                 self._finisher.submit(Pending(held, Decision(failed.outcome, failure=failed.failure, error=text), span))

@@ -42,9 +42,9 @@ def _leases(queue: Queue, lease: float = 300.0) -> list[list[Lease]]:
     with psycopg.connect(queue.dsn, autocommit=True) as conn:
         # A HOT update also needs room for the new row version on the row's page. In a running fleet
         # the room comes from pruning the versions earlier renewals left (the lab measures that
-        # steady state at the table's own fillfactor); here each page is left half empty, so what
+        # steady state at the table's own fillfactor); here each page is left nine-tenths empty, so what
         # is counted is what the indexes allow, not what pruning's timing permits.
-        conn.execute("ALTER TABLE pgwork.jobs SET (fillfactor = 50, autovacuum_enabled = false)")
+        conn.execute("ALTER TABLE pgwork.jobs SET (fillfactor = 10, autovacuum_enabled = false)")
     for i in range(RUNNING):
         queue.enqueue("hot", {"i": i})
     held = [

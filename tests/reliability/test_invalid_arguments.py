@@ -95,7 +95,7 @@ CLI_CASES: list[tuple[str, list[str | bytes], str]] = [
     ("id zero", ["cancel", "0"], "ID: '0' is not a job id"),
     ("dead --limit in Arabic-Indic digits", ["dead", "--limit", "٣"], "--limit: '\\u0663' is not a whole number"),
     ("dead --limit zero", ["dead", "--limit", "0"], "limit: 0 is out of range"),
-    ("stats job type with a non-UTF-8 byte", ["stats", "--job-types", b"\xff"], "job_types: contains \\udcff"),
+    ("stats job type with a non-UTF-8 byte", ["stats", "--job-types", b"\xff"], "--job-types: contains \\udcff"),
     ("prune age without a unit", ["prune", "--older-than", "30"], "--older-than: '30' has no unit"),
     ("prune dead without --include-dead", ["prune", "--older-than", "30d", "--status", "dead"], "add --include-dead"),
 ]
