@@ -114,28 +114,37 @@ def _find_buffers(plan: dict[str, Any]) -> int:
 
 @pytest.mark.slow
 def test_claim_for_one_type_never_reads_another_types_backlog(dsn: str) -> None:
+    types_cases = (["embed"], ["embed", "nothing-pending"])
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            """INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
-               SELECT 'ocr', '{}', 'ocr-' || g FROM generate_series(1, 50000) AS g"""
-        )
         conn.execute(
             """INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
                SELECT 'embed', '{}', 'embed-' || g FROM generate_series(1, 10) AS g"""
         )
         conn.execute("VACUUM ANALYZE pgwork.jobs")
-    for types in (["embed"], ["embed", "nothing-pending"]):
+    alone = {tuple(t): _find_buffers(_explain_generic(dsn, t)) for t in types_cases}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            """INSERT INTO pgwork.jobs (job_type, payload, idempotency_key)
+               SELECT 'ocr', '{}', 'ocr-' || g FROM generate_series(1, 50000) AS g"""
+        )
+        conn.execute("VACUUM ANALYZE pgwork.jobs")
+    for types in types_cases:
         plan = _explain_generic(dsn, types)
         nodes = _nodes(plan["Plan"])
         scans = {(n["Node Type"], n.get("Index Name")) for n in nodes if "Scan" in n["Node Type"]}
-        print(f"\nclaim for {types} beside 50,000 pending ocr: {_find_buffers(plan)} buffers to find the job")
+        found = _find_buffers(plan)
+        print(f"\nclaim for {types}: {alone[tuple(types)]} buffers alone, {found} beside 50,000 pending ocr")
         assert ("Index Scan", "jobs_claim_type_idx") in scans, scans
         assert not any(kind == "Seq Scan" for kind, _ in scans), scans
-        # Up to 3: an ocr row read and thrown away is exactly the noisy-neighbour cost.
+        # An ocr row read and thrown away is exactly the noisy-neighbour cost.
         assert all(int(n.get("Rows Removed by Filter", 0)) == 0 for n in nodes), [
             (n["Node Type"], n.get("Rows Removed by Filter")) for n in nodes
         ]
-        assert _find_buffers(plan) <= 10, _find_buffers(plan)
+        # Buffers are printed, not bounded here: the B-tree's extra levels cost each type's descent a
+        # few (5 and 8 on PostgreSQL 15, 11 and 14 on 18, whose EXPLAIN counts more of the descent), and
+        # what matters is that none of ocr's rows is read (above). The version-3 claim read ~120 here
+        # and grew with the backlog; the lab holds the target at 1M pending (10 buffers on 15).
+        assert found < 40, (alone, found)
         assert float(plan["Plan"]["Actual Rows"]) == 1
 
 
