@@ -90,3 +90,8 @@ def render_pivot(
         lead = [x, series] if x_first else [series, x]
         body.append(lead + [fmt(table.cells.get((series, x, m), ""), table.units[m]) for m in metrics])
     return markdown_table(header, body)
+
+
+def run_note(rows: Sequence[Row]) -> str:
+    """The line under a section's heading: which run its figures come from, or that none has."""
+    return f"_Run {rows[0].run} ({rows[0].mode} mode)._" if rows else "_Not run yet._"

@@ -11,15 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pgwork.tools.lab import reference, report_backfill, report_tenancy
-from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, select
+from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, run_note, select
 from pgwork.tools.lab.results import Row
-
-
-def _run_note(rows: Sequence[Row]) -> str:
-    if not rows:
-        return "_Not run yet._"
-    r = rows[0]
-    return f"_Run {r.run} ({r.mode} mode)._"
 
 
 def _quote(lines: Sequence[str]) -> str:
@@ -194,7 +187,7 @@ def side_by_side(rows: Sequence[Row]) -> list[tuple[str, str, str]]:
 
 def _section(title: str, rows: Sequence[Row], prose: str, axes: tuple[str, str]) -> list[str]:
     """A numbered section: its heading, when it ran, what it measures, and its table (once run)."""
-    parts = [title, "", _run_note(rows), "", prose, ""]
+    parts = [title, "", run_note(rows), "", prose, ""]
     if rows:
         parts += [render_pivot(pivot(rows), *axes), ""]
     return parts
@@ -240,7 +233,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts.append("")
 
     claims = select(rows, "claims")
-    parts += ["## 1. Claim strategies", "", _run_note(claims), ""]
+    parts += ["## 1. Claim strategies", "", run_note(claims), ""]
     parts += [
         "naive = SELECT then UPDATE at Read Committed; blocking = one UPDATE with `FOR UPDATE`; "
         "skiplocked = pgwork's `Queue.claim`; held = the SKIP LOCKED claim inside one transaction kept "
@@ -266,7 +259,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts.append("")
 
     held = select(rows, "held")
-    parts += ["## 2. What held transactions cost", "", _run_note(held), ""]
+    parts += ["## 2. What held transactions cost", "", run_note(held), ""]
     parts += [
         "Sampled from `pg_stat_activity` every 50 ms while the jobs ran, with a steady trickle of "
         "unrelated writes standing in for the rest of the application (so a pinned horizon ages).",
@@ -279,7 +272,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts.append("")
 
     history = select(rows, "history")
-    parts += ["## 3. History under the backlog", "", _run_note(history), ""]
+    parts += ["## 3. History under the backlog", "", run_note(history), ""]
     if history:
         t = pivot(history)
         parts += [render_pivot(t, "claim index", "stage (rows inserted)", skip=("plan",)), "", "Plans:", "", "```"]
@@ -321,7 +314,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts.append("")
 
     crash = select(rows, "crash")
-    parts += ["## 4. Crash timeline", "", _run_note(crash), ""]
+    parts += ["## 4. Crash timeline", "", run_note(crash), ""]
     if crash:
         parts += [render_pivot(pivot(crash), "step", "job"), ""]
         for r in select(rows, "crash-events"):
@@ -367,18 +360,16 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         ("design", "jobs"),
     )
 
-    waited = select(rows, "waits")
-    parts += ["## 8. Waiting for a result", "", _run_note(waited), ""]
-    parts += [
+    parts += _section(
+        "## 8. Waiting for a result",
+        select(rows, "waits"),
         "A producer waits for one job at a time, finished by hand; latency from the finishing `succeed` "
         "returning (its commit) to the wait returning. `Queue.wait` LISTENs for migration 5's completion "
         "NOTIFY (its 30 s poll cannot end the wait early); the baseline reads the row every 100 ms. Then "
         "what that NOTIFY costs the finishing side: trivial jobs drained with the trigger on and off, "
         "rounds alternating in the same run (median jobs/s, each round listed).",
-        "",
-    ]
-    if waited:
-        parts += [render_pivot(pivot(waited), "waiter", "jobs"), ""]
+        ("waiter", "jobs"),
+    )
     cost = select(rows, "waits-cost")
     if cost:
         parts += [render_pivot(pivot(cost), "case", "trigger"), ""]

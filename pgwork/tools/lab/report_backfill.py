@@ -6,12 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pgwork.tools.lab.pivot import fmt, pivot, render_pivot, select
+from pgwork.tools.lab.pivot import fmt, pivot, render_pivot, run_note, select
 from pgwork.tools.lab.results import Row
-
-
-def _note(rows: Sequence[Row]) -> str:
-    return f"_Run {rows[0].run} ({rows[0].mode} mode)._" if rows else "_Not run yet._"
 
 
 def _verdict(rows: Sequence[Row], ok: bool) -> str:
@@ -23,7 +19,7 @@ def _verdict(rows: Sequence[Row], ok: bool) -> str:
 def sections(rows: Sequence[Row]) -> list[str]:
     parts: list[str] = []
     bulk = select(rows, "bulk")
-    parts += ["## 9. Bulk enqueue for a backfill", "", _note(bulk), ""]
+    parts += ["## 9. Bulk enqueue for a backfill", "", run_note(bulk), ""]
     parts += [
         "The same payloads loaded three ways into an emptied jobs table, in the same run: `raw COPY` straight "
         "into `pgwork.jobs` with no validation and keys made up by the loader (the floor); `load_jobs` (what "
@@ -42,7 +38,7 @@ def sections(rows: Sequence[Row]) -> list[str]:
                 parts.append(f"- Target `{way}` at least 50% of raw COPY: {share:.0f}%, {verdict}.")
         parts.append("")
     prune = select(rows, "prune")
-    parts += ["## 10. Retention under load", "", _note(prune), ""]
+    parts += ["## 10. Retention under load", "", run_note(prune), ""]
     parts += [
         "A claimer claims and finishes one job at a time from a backlog while `Queue.prune` deletes the "
         "finished rows a month old, in batches (each its own transaction, timed from the client: "

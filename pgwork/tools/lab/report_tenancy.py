@@ -6,15 +6,11 @@ import math
 from collections.abc import Sequence
 
 from pgwork.tools.lab import backlog, noisy
-from pgwork.tools.lab.pivot import Table, fmt, pivot, render_pivot, select
+from pgwork.tools.lab.pivot import Table, fmt, pivot, render_pivot, run_note, select
 from pgwork.tools.lab.results import Row
 
 CLAIM_TARGET = "claim for B with 1M pending A: <= 10 buffers, p50 within 20% of no backlog"
 POLL_TARGET = "operator poll with 10M pending over 100 types: <= 20 ms database time"
-
-
-def _note(rows: Sequence[Row]) -> str:
-    return f"_Run {rows[0].run} ({rows[0].mode} mode)._" if rows else "_Not run yet._"
 
 
 def _largest(t: Table, series: str) -> str:
@@ -56,7 +52,7 @@ def poll_verdict(t: Table, mode: str) -> str:
 def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     parts: list[str] = []
     n = select(rows, noisy.NAME)
-    parts += ["## 11. Noisy neighbour: a claim beside another type's backlog", "", _note(n), ""]
+    parts += ["## 11. Noisy neighbour: a claim beside another type's backlog", "", run_note(n), ""]
     parts += [
         "Type A gets a backlog written ahead of B's jobs (older, same priority); B has a few hundred pending. "
         "EXPLAIN (ANALYZE, BUFFERS) of one claim, rolled back, on the same table: pgwork's claim for B (one scan "
@@ -74,7 +70,7 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     parts.append("")
 
     b = select(rows, backlog.NAME)
-    parts += ["## 12. The operator's backlog reading at millions of rows", "", _note(b), ""]
+    parts += ["## 12. The operator's backlog reading at millions of rows", "", run_note(b), ""]
     parts += [
         f"Pending jobs spread over {backlog.TYPES} job types, beside {backlog.TYPES} running and "
         f"{backlog.DEAD:,} dead. Database time is EXPLAIN ANALYZE's execution time on a session that has read "
