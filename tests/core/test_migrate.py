@@ -12,11 +12,11 @@ import pytest
 from pgtestkit import Databases
 from psycopg import sql
 
-from pgwork import sql_files
 from pgwork.errors import EncodingRefused, NotMigrated, SchemaTooNew
 from pgwork.models import Completion, FailOutcome, Lease, LeaseState
 from pgwork.queue import Queue, grant, migrate
 from pgwork.sql_files import latest_version
+from tests.support.versions import at_version
 
 
 def test_migrate_is_idempotent(empty_dsn: str) -> None:
@@ -98,12 +98,7 @@ V1_PROFILES = ("reader", "worker", "maintainer")
 
 
 def _at_version_1(dsn: str) -> None:
-    first = sql_files.migrations()[0]
-    assert first.version == 1
-    with psycopg.connect(dsn) as conn:
-        conn.execute(sql_files.query("migrate_bootstrap"))
-        conn.execute(first.sql)
-        conn.execute(sql_files.query("migrate_record"), {"version": 1, "name": first.name})
+    at_version(dsn, 1)
 
 
 def _v1_role(dsn: str, profile: str) -> str:
@@ -256,12 +251,7 @@ def test_migrate_as_a_worker_is_a_no_op_when_current_and_one_line_when_behind(em
 
 
 def _at_version_2(dsn: str) -> None:
-    _at_version_1(dsn)
-    second = sql_files.migrations()[1]
-    assert second.version == 2
-    with psycopg.connect(dsn) as conn:
-        conn.execute(second.sql)
-        conn.execute(sql_files.query("migrate_record"), {"version": 2, "name": second.name})
+    at_version(dsn, 2)
 
 
 def test_version_2_database_with_jobs_in_every_state_moves_to_the_guarded_fail(empty_dsn: str) -> None:
@@ -369,11 +359,7 @@ def test_previous_version_with_jobs_in_every_state_gains_the_typed_claim_and_the
 
 def _at_version(dsn: str, version: int) -> None:
     """A database migrated by hand to `version` exactly, as an older pgwork left it."""
-    _at_version_1(dsn)
-    with psycopg.connect(dsn) as conn:
-        for migration in sql_files.migrations()[1:version]:
-            conn.execute(migration.sql)
-            conn.execute(sql_files.query("migrate_record"), {"version": migration.version, "name": migration.name})
+    at_version(dsn, version)
 
 
 def test_version_3_database_moves_to_hot_heartbeats_with_every_job_intact(empty_dsn: str) -> None:
