@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgwork.cli import stats_rows
+from pgwork.commands.reports import stats_rows
 from pgwork.errors import InvalidArgument
 from pgwork.models import TypeStats
 from pgwork.operator.db import count_cap, summarize

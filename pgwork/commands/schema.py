@@ -1,0 +1,36 @@
+"""`pgwork migrate` and `pgwork grant`: the schema and who may use it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pgwork.commands.common import adder
+from pgwork.db import GRANT_PROFILES, grant, migrate
+from pgwork.dsn import resolve_dsn
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    applied = migrate(resolve_dsn(args.dsn))
+    print(f"applied migrations {applied}" if applied else "already up to date")
+    return 0
+
+
+def cmd_grant(args: argparse.Namespace) -> int:
+    applied = grant(resolve_dsn(args.dsn), args.role, args.profile)
+    print(f"granted {args.role} the {' + '.join(applied)} privileges on schema pgwork")
+    return 0
+
+
+def register(sub: Any) -> None:
+    add = adder(sub)
+    add("migrate", cmd_migrate, "create or upgrade the pgwork schema (safe to run from many pods at once)")
+    p = add("grant", cmd_grant, "give an existing role least-privilege access (run as the migrating role)")
+    p.add_argument("role", metavar="ROLE")
+    p.add_argument(
+        "--profile",
+        choices=GRANT_PROFILES,
+        default="worker",
+        help="reader (counts, ages, errors; no payloads), producer (+ enqueue), worker (+ claim, heartbeat, "
+        "finish), reaper (reader + reap, prune), maintainer (reaper + retry, cancel); sets exactly that profile",
+    )
