@@ -4,7 +4,7 @@
    emulator and a real PostgreSQL; jobs are enqueued (or drained) and the clock stops when the
    Deployment's replicas change. Expected: up to one poll interval of waiting plus the round.
 2. Database time per timer round, for 1 JobQueue and for 100 JobQueues (each with its own job
-   types) over one database holding a backlog and a long history: what `read_figures` (one
+   types) over one database holding a backlog and a long history: what one `stats` reading per JobQueue (one
    `queue_stats` statement) and, on scale-down rounds, `running_by_owner` cost.
 
 Usage: PYTHONPATH=. python scripts/operator_figures.py [--admin-dsn postgresql://postgres@127.0.0.1:5432/postgres]
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pgwork.db import Queue, migrate
 from pgwork.dsn import with_dbname
 from pgwork.models import NewJob
-from pgwork.operator.db import QueueCache, jobs_by_owner, read_figures
+from pgwork.operator.db import QueueCache, jobs_by_owner, sum_backlog
 from pgwork.operator.handlers import OperatorOptions
 from tests.operator import stories
 from tests.operator.harness import Emulator, eventually, running
@@ -128,19 +128,19 @@ def db_time_per_round(dsn: str, queues: int, repeats: int) -> tuple[list[float],
         for r in range(repeats):
             start = time.perf_counter()
             for t in types:
-                read_figures(queue, t)
+                sum_backlog(queue.stats(t), t)
             per_queue.append(time.perf_counter() - start)
             cache = QueueCache()
             now = 1000.0 * (r + 1)
             start = time.perf_counter()
             for t in types:
-                cache.figures(dsn, queue, t, now=now, max_age=1.0)
+                cache.backlog(dsn, queue, t, now=now, max_age=1.0)
             shared.append(time.perf_counter() - start)
             assert cache.statements == 1
             cache = QueueCache()
             start = time.perf_counter()
             for t in types:
-                cache.figures(dsn, queue, t, now=now, max_age=1.0)
+                cache.backlog(dsn, queue, t, now=now, max_age=1.0)
                 jobs_by_owner(queue, t)
             with_owners.append(time.perf_counter() - start)
     finally:

@@ -27,7 +27,7 @@ log = logging.getLogger("pgwork.operator")
 
 # After a database failure the next try waits poll * 2**failures, up to this.
 MAX_BACKOFF_SECONDS = 300.0
-# JobQueues on one database reuse a backlog reading this fresh (see QueueCache.figures).
+# JobQueues on one database reuse a backlog reading this fresh (see QueueCache.backlog).
 SHARED_READING_SECONDS = 1.0
 # A status that says nothing new is still written this often, so lastPollTime shows the
 # operator alive; otherwise every poll would be a write (and a watch event for every client).
@@ -202,7 +202,7 @@ def autoscale(
     try:
         dsn = read_dsn(clients.kube, namespace, spec.database.default)
         queue = clients.queues.get((namespace, name), dsn)
-        figures = clients.queues.figures(
+        backlog = clients.queues.backlog(
             dsn,
             queue,
             spec.job_types,
@@ -226,8 +226,8 @@ def autoscale(
     memory = memo.get("scale_memory")
     decision = decide(
         spec.scaling,
-        ready=figures.ready,
-        running=figures.running,
+        ready=backlog.ready,
+        running=backlog.running,
         current=current,
         now=now,
         memory=memory if isinstance(memory, ScaleMemory) else None,
@@ -267,17 +267,17 @@ def autoscale(
         )
     status.update(
         {
-            "pending": figures.ready,
-            "scheduled": figures.scheduled,
-            "retrying": figures.retrying,
-            "running": figures.running,
-            "dead": figures.dead,
-            "oldestWaitSeconds": round(figures.oldest_wait_seconds, 3),
-            "maxHeartbeatAgeSeconds": round(figures.max_heartbeat_age_seconds, 3),
+            "pending": backlog.ready,
+            "scheduled": backlog.scheduled,
+            "retrying": backlog.retrying,
+            "running": backlog.running,
+            "dead": backlog.dead,
+            "oldestWaitSeconds": round(backlog.oldest_wait_seconds, 3),
+            "maxHeartbeatAgeSeconds": round(backlog.max_heartbeat_age_seconds, 3),
             # Counts stop at countCap (scaling cannot change past it); lowerBounds names the
-            # figures that reached it, so read them as "at least".
+            # counts that reached it, so read them as "at least".
             "countCap": cap,
-            "lowerBounds": [STATUS_NAMES[name] for name in figures.lower_bounds],
+            "lowerBounds": [STATUS_NAMES[name] for name in backlog.lower_bounds],
             "desiredReplicas": decision.desired,
             "replicas": replicas,
             "selector": render.selector_string(name),
@@ -289,7 +289,7 @@ def autoscale(
     clients.metrics.record(
         namespace,
         name,
-        figures,
+        backlog,
         desired=decision.desired,
         current=replicas,
         heartbeat_seconds=spec.lease.heartbeat_seconds,

@@ -38,7 +38,7 @@ class DatabaseProblem(Exception):
 
 
 @dataclass(frozen=True)
-class Figures:
+class QueueBacklog:
     ready: int
     scheduled: int
     retrying: int
@@ -115,9 +115,9 @@ class QueueCache:
             queue.close()
         return existing
 
-    def figures(
+    def backlog(
         self, dsn: str, queue: Queue, job_types: Iterable[str], *, now: float, max_age: float, cap: int | None = None
-    ) -> Figures:
+    ) -> QueueBacklog:
         """The backlog for `job_types`, from one `stats` reading of the whole database shared
         by every JobQueue on it within `max_age` seconds: with 100 JobQueues on one database a
         round costs one statement, not 100. Counts stop at `cap` (None: exact), so the reading
@@ -135,7 +135,7 @@ class QueueCache:
             with self._lock:
                 self._stats[key] = cached
                 self.statements += 1
-        return summarize(cached[2], job_types)
+        return sum_backlog(cached[2], job_types)
 
     def discard(self, dsn: str) -> None:
         """Forget a Queue that failed, so the next round connects afresh."""
@@ -176,21 +176,12 @@ def _covers(read_with: int | None, wanted: int | None) -> bool:
     return read_with is None or (wanted is not None and wanted <= read_with)
 
 
-def read_figures(queue: Queue, job_types: Iterable[str], cap: int | None = None) -> Figures:
-    """Backlog figures summed over the queue's job types (one statement, nothing shared)."""
-    try:
-        stats = queue.stats(list(job_types), cap=cap)
-    except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-        raise explain(exc, queue.dsn) from None
-    return summarize(stats, job_types)
-
-
-def summarize(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> Figures:
-    """Figures summed over `job_types` (pure). A sum is a lower bound when one of its terms is."""
+def sum_backlog(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> QueueBacklog:
+    """The backlog summed over `job_types` (pure). A sum is a lower bound when one of its terms is."""
     wanted = set(job_types)
     stats = [s for s in all_stats if s.job_type in wanted]
     capped = {name for s in stats for name in s.lower_bounds()}
-    return Figures(
+    return QueueBacklog(
         ready=sum(s.ready for s in stats),
         scheduled=sum(s.scheduled for s in stats),
         retrying=sum(s.retrying for s in stats),

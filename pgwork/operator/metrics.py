@@ -8,7 +8,7 @@ import contextlib
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from pgwork.models import COUNTS
-from pgwork.operator.db import Figures
+from pgwork.operator.db import QueueBacklog
 
 LABELS = ("namespace", "jobqueue")
 
@@ -62,24 +62,24 @@ class OperatorMetrics:
         self,
         namespace: str,
         jobqueue: str,
-        figures: Figures | None,
+        backlog: QueueBacklog | None,
         *,
         desired: int | None,
         current: int | None,
         heartbeat_seconds: float,
     ) -> None:
         labels = (namespace, jobqueue)
-        self.database_up.labels(*labels).set(1 if figures is not None else 0)
+        self.database_up.labels(*labels).set(1 if backlog is not None else 0)
         self.heartbeat_interval.labels(*labels).set(heartbeat_seconds)
-        if figures is not None:
-            self.ready.labels(*labels).set(figures.ready)
-            self.scheduled.labels(*labels).set(figures.scheduled)
-            self.running.labels(*labels).set(figures.running)
-            self.dead.labels(*labels).set(figures.dead)
-            self.oldest_wait.labels(*labels).set(figures.oldest_wait_seconds)
-            self.heartbeat_age.labels(*labels).set(figures.max_heartbeat_age_seconds)
+        if backlog is not None:
+            self.ready.labels(*labels).set(backlog.ready)
+            self.scheduled.labels(*labels).set(backlog.scheduled)
+            self.running.labels(*labels).set(backlog.running)
+            self.dead.labels(*labels).set(backlog.dead)
+            self.oldest_wait.labels(*labels).set(backlog.oldest_wait_seconds)
+            self.heartbeat_age.labels(*labels).set(backlog.max_heartbeat_age_seconds)
             for name in COUNTS:
-                self.lower_bound.labels(*labels, name).set(1 if name in figures.lower_bounds else 0)
+                self.lower_bound.labels(*labels, name).set(1 if name in backlog.lower_bounds else 0)
         if desired is not None:
             self.desired.labels(*labels).set(desired)
         if current is not None:

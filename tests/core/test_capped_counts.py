@@ -8,7 +8,7 @@ import pytest
 from pgwork.commands.reports import stats_rows
 from pgwork.errors import InvalidArgument
 from pgwork.models import TypeStats
-from pgwork.operator.db import count_cap, summarize
+from pgwork.operator.db import count_cap, sum_backlog
 from pgwork.validation import parse_job_types
 
 
@@ -40,11 +40,11 @@ def test_the_cap_is_one_past_what_max_replicas_can_take(max_replicas: int, targe
 
 def test_a_sum_is_a_lower_bound_when_one_of_its_terms_is() -> None:
     stats = [_stats("a", 10, running=3), _stats("b", 4, dead=10), _stats("other", 10, running=10)]
-    figures = summarize(stats, ["a", "b"])
-    assert (figures.ready, figures.running, figures.dead) == (14, 3, 10)
-    assert figures.lower_bounds == ("ready", "dead")
-    assert summarize(stats, ["b"]).lower_bounds == ("dead",)
-    assert summarize(stats, ["missing"]).lower_bounds == ()
+    backlog = sum_backlog(stats, ["a", "b"])
+    assert (backlog.ready, backlog.running, backlog.dead) == (14, 3, 10)
+    assert backlog.lower_bounds == ("ready", "dead")
+    assert sum_backlog(stats, ["b"]).lower_bounds == ("dead",)
+    assert sum_backlog(stats, ["missing"]).lower_bounds == ()
 
 
 def test_stats_rows_mark_capped_counts_in_the_table_and_name_them_in_json() -> None:

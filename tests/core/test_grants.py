@@ -122,7 +122,7 @@ def test_reader_sees_the_operator_questions_and_no_payload(dsn: str, make_role: 
     cache = QueueCache()
     try:
         queue = cache.get(("ns", "jq"), reader)
-        figures = cache.figures(reader, queue, ["ocr", "mail"], now=0.0, max_age=5.0)
+        figures = cache.backlog(reader, queue, ["ocr", "mail"], now=0.0, max_age=5.0)
         assert (figures.ready, figures.running, figures.dead) == (2, 1, 1)
         assert jobs_by_owner(queue, ["ocr"]) == {"pod-a": 1}
     finally:

@@ -8,7 +8,7 @@ import psycopg
 
 from pgwork.models import NewJob
 from pgwork.queue import Queue
-from pgwork.tools.lab.claimers import ClaimerFleet, WorkerSpec, preload
+from pgwork.tools.lab.claimers import ClaimerFleet, ClaimerSpec, preload
 from pgwork.tools.lab.labdb import JOB_TYPE
 
 SECRET = "claimer-t3st-s3cret"
@@ -20,7 +20,7 @@ def test_claimer_processes_show_no_dsn_on_their_command_line(queue: Queue) -> No
     queue.enqueue_many([NewJob(JOB_TYPE, {"n": n}) for n in range(2)])
     preload()
     # One-second jobs keep both processes alive (and connected) while their argv is read.
-    specs = [WorkerSpec(dsn, f"argv-{i}", "skiplocked", 1.0, 60.0) for i in range(2)]
+    specs = [ClaimerSpec(dsn, f"argv-{i}", "skiplocked", 1.0, 60.0) for i in range(2)]
     fleet = ClaimerFleet(specs)
     cmdlines = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in fleet.pids]
     reports = fleet.wait()

@@ -10,7 +10,7 @@ import pytest
 
 from pgwork.errors import InvalidArgument
 from pgwork.tools.lab import claims, drain, pivot, report, results
-from pgwork.tools.lab.claimers import WorkerReport, WorkerSpec, _claimed
+from pgwork.tools.lab.claimers import ClaimerSpec, WorkerReport, _claimed
 from pgwork.tools.lab.history import claim_scan, describe_plan, find_buffers
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Row
@@ -78,7 +78,7 @@ def test_worker_spec_refuses_what_the_lab_cannot_run(kwargs: dict[str, object], 
     base: dict[str, object] = {"dsn": "", "name": "w", "strategy": "skiplocked", "job_seconds": 0.0,
                                "deadline_seconds": 1.0}  # fmt: skip
     with pytest.raises(ValueError, match=message):
-        WorkerSpec(**{**base, **kwargs})  # type: ignore[arg-type]
+        ClaimerSpec(**{**base, **kwargs})  # type: ignore[arg-type]
 
 
 def test_csv_round_trip_keeps_every_field(tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_every_planned_run_is_listed_once_with_the_jittered_extras_last() -> Non
     assert len(runs) == len(p.strategies) * len(p.workers) + len(p.jittered_at)
     assert runs[-2:] == [(claims.JITTERED, "skiplocked", 8, 0.5), (claims.JITTERED, "skiplocked", 16, 0.5)]
     with pytest.raises(ValueError, match="jitter"):
-        WorkerSpec("", "w", "skiplocked", 0.2, 1.0, jitter=1.0)
+        ClaimerSpec("", "w", "skiplocked", 0.2, 1.0, jitter=1.0)
 
 
 @pytest.mark.parametrize("name", ["test", "postgres", "bad-name", "pgwork_lab;drop", "pgwork_lab_" + "x" * 60])

@@ -7,11 +7,11 @@ import psycopg.conninfo
 import pytest
 
 from pgwork.models import NewJob
-from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, read_figures
+from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, sum_backlog
 from pgwork.queue import Queue
 
 
-def test_figures_sum_only_the_queues_job_types_and_share_one_reading(dsn: str, queue: Queue) -> None:
+def test_backlog_sums_only_the_queues_job_types_and_share_one_reading(dsn: str, queue: Queue) -> None:
     queue.enqueue_many([NewJob("ocr", {"n": n}) for n in range(4)] + [NewJob("other", {"n": n}) for n in range(7)])
     queue.enqueue("extract", {"later": True}, delay=3600)
     queue.claim("pod-a", job_types=["ocr"], limit=1)
@@ -19,14 +19,14 @@ def test_figures_sum_only_the_queues_job_types_and_share_one_reading(dsn: str, q
     try:
         q = cache.get(("ns", "a"), dsn)
         assert cache.get(("ns", "b"), dsn) is q  # one Queue per database
-        first = cache.figures(dsn, q, ["ocr", "extract"], now=100.0, max_age=1.0)
+        first = cache.backlog(dsn, q, ["ocr", "extract"], now=100.0, max_age=1.0)
         assert (first.ready, first.running, first.scheduled, first.dead) == (3, 1, 1, 0)
-        other = cache.figures(dsn, q, ["other"], now=100.5, max_age=1.0)
+        other = cache.backlog(dsn, q, ["other"], now=100.5, max_age=1.0)
         assert other.ready == 7
         assert cache.statements == 1  # the second JobQueue reused the reading
-        cache.figures(dsn, q, ["other"], now=101.6, max_age=1.0)
+        cache.backlog(dsn, q, ["other"], now=101.6, max_age=1.0)
         assert cache.statements == 2
-        assert read_figures(q, ["ocr"]).running == 1
+        assert sum_backlog(q.stats(["ocr"]), ["ocr"]).running == 1
         assert jobs_by_owner(q, ["ocr"]) == {"pod-a": 1}
         cache.release(("ns", "a"))
         assert cache.open_count() == 1  # still used by b
@@ -36,21 +36,21 @@ def test_figures_sum_only_the_queues_job_types_and_share_one_reading(dsn: str, q
         cache.close_all()
 
 
-def test_capped_figures_say_which_are_lower_bounds_and_a_lower_cap_is_not_reused(dsn: str, queue: Queue) -> None:
+def test_a_capped_backlog_says_which_are_lower_bounds_and_a_lower_cap_is_not_reused(dsn: str, queue: Queue) -> None:
     queue.enqueue_many([NewJob("ocr", {"n": n}) for n in range(30)] + [NewJob("mail", {"n": n}) for n in range(3)])
     cache = QueueCache()
     try:
         q = cache.get(("ns", "a"), dsn)
-        small = cache.figures(dsn, q, ["ocr", "mail"], now=100.0, max_age=1.0, cap=11)
+        small = cache.backlog(dsn, q, ["ocr", "mail"], now=100.0, max_age=1.0, cap=11)
         assert (small.ready, small.lower_bounds) == (14, ("ready",))  # at least 11 ocr + 3 mail
         # A JobQueue needing a higher cap reads again; one needing less reuses that reading.
-        large = cache.figures(dsn, q, ["ocr"], now=100.1, max_age=1.0, cap=31)
+        large = cache.backlog(dsn, q, ["ocr"], now=100.1, max_age=1.0, cap=31)
         assert (large.ready, large.lower_bounds, cache.statements) == (30, (), 2)
-        again = cache.figures(dsn, q, ["mail"], now=100.2, max_age=1.0, cap=5)
+        again = cache.backlog(dsn, q, ["mail"], now=100.2, max_age=1.0, cap=5)
         assert (again.ready, again.lower_bounds, cache.statements) == (3, (), 2)
-        exact = cache.figures(dsn, q, ["ocr"], now=100.3, max_age=1.0)
+        exact = cache.backlog(dsn, q, ["ocr"], now=100.3, max_age=1.0)
         assert (exact.ready, exact.lower_bounds, cache.statements) == (30, (), 3)
-        assert read_figures(q, ["ocr"], cap=30).lower_bounds == ("ready",)
+        assert sum_backlog(q.stats(["ocr"], cap=30), ["ocr"]).lower_bounds == ("ready",)
     finally:
         cache.close_all()
 

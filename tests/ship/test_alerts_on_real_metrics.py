@@ -9,15 +9,15 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pgwork.operator.db import Figures
+from pgwork.operator.db import QueueBacklog
 from pgwork.operator.metrics import OperatorMetrics
 from tests.ship.support import MONITORING, contract_metrics, load_yaml, require, run
 
 RULES = MONITORING / "prometheus" / "pgwork-alerts.yaml"
 
 
-def figures(*, ready: int, dead: int, heartbeat_age: float) -> Figures:
-    return Figures(
+def figures(*, ready: int, dead: int, heartbeat_age: float) -> QueueBacklog:
+    return QueueBacklog(
         ready=ready,
         scheduled=0,
         retrying=0,

@@ -37,7 +37,7 @@ class LabError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class WorkerSpec:
+class ClaimerSpec:
     dsn: str
     name: str
     strategy: str
@@ -105,7 +105,7 @@ def _claimed(report: WorkerReport, ids: list[int], t0: float) -> list[int]:
     return ids
 
 
-def _work(spec: WorkerSpec, rng: random.Random) -> None:
+def _work(spec: ClaimerSpec, rng: random.Random) -> None:
     seconds = spec.job_seconds * (1 + rng.uniform(-spec.jitter, spec.jitter)) if spec.jitter else spec.job_seconds
     if seconds > 0:
         time.sleep(seconds)
@@ -120,7 +120,7 @@ def _ids(rows: Sequence[dict[str, Any]]) -> list[int]:
     return [int(r["id"]) for r in rows]
 
 
-def _run_skiplocked(spec: WorkerSpec, ready: Start, report: WorkerReport) -> None:
+def _run_skiplocked(spec: ClaimerSpec, ready: Start, report: WorkerReport) -> None:
     with Queue(spec.dsn, pool_size=1, application_name=f"{APP_PREFIX}-{spec.name}", check=False) as q:
         ready.wait()
         rng = random.Random(spec.name)
@@ -170,7 +170,7 @@ def _claim_advisory(conn: AnyConnection, owner: str, report: WorkerReport) -> li
     return []
 
 
-def _run_autocommit(spec: WorkerSpec, ready: Start, report: WorkerReport) -> None:
+def _run_autocommit(spec: ClaimerSpec, ready: Start, report: WorkerReport) -> None:
     conn = connect(spec.dsn, application_name=f"{APP_PREFIX}-{spec.name}")
     try:
         ready.wait()
@@ -199,7 +199,7 @@ def _run_autocommit(spec: WorkerSpec, ready: Start, report: WorkerReport) -> Non
         conn.close()
 
 
-def _run_held(spec: WorkerSpec, ready: Start, report: WorkerReport) -> None:
+def _run_held(spec: ClaimerSpec, ready: Start, report: WorkerReport) -> None:
     """One transaction from claim to completion, open across the work."""
     conn = connect(spec.dsn, autocommit=False, application_name=f"{APP_PREFIX}-{spec.name}")
     owner = {"owner": spec.name}
@@ -229,7 +229,7 @@ def _run_held(spec: WorkerSpec, ready: Start, report: WorkerReport) -> None:
         conn.close()
 
 
-def worker_main(spec: WorkerSpec, ready: Start, out: Any) -> None:
+def worker_main(spec: ClaimerSpec, ready: Start, out: Any) -> None:
     report = WorkerReport(spec.name)
     try:
         if spec.strategy == "skiplocked":
@@ -246,7 +246,7 @@ def worker_main(spec: WorkerSpec, ready: Start, out: Any) -> None:
 class ClaimerFleet:
     """Worker processes started together; `wait` collects their reports."""
 
-    def __init__(self, specs: Sequence[WorkerSpec]) -> None:
+    def __init__(self, specs: Sequence[ClaimerSpec]) -> None:
         if not specs:
             raise ValueError("a fleet needs at least one worker")
         ctx = mp.get_context("forkserver")

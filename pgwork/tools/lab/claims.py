@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pgwork.tools.lab.claimers import STRATEGIES, ClaimerFleet, WorkerSpec
+from pgwork.tools.lab.claimers import STRATEGIES, ClaimerFleet, ClaimerSpec
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.stats import duplicates, pct_of_linear, percentile
@@ -63,7 +63,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         lab.fresh_queue(jobs)
         limit = deadline(jobs, workers, p.job_seconds)
         specs = [
-            WorkerSpec(lab.dsn, f"{strategy}-{i + 1}", strategy, p.job_seconds, limit, jitter=jitter)
+            ClaimerSpec(lab.dsn, f"{strategy}-{i + 1}", strategy, p.job_seconds, limit, jitter=jitter)
             for i in range(workers)
         ]
         reports = ClaimerFleet(specs).wait()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pgwork.tools.lab.claimers import ClaimerFleet, WorkerSpec
+from pgwork.tools.lab.claimers import ClaimerFleet, ClaimerSpec
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.stats import duplicates, percentile
@@ -57,7 +57,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         lab.fresh_queue(case.jobs)
         limit = case.jobs / 50 / case.claimers + 120
         specs = [
-            WorkerSpec(lab.dsn, f"drain-{i + 1}", "skiplocked", 0.0, limit, batch=case.batch, finish=case.finish)
+            ClaimerSpec(lab.dsn, f"drain-{i + 1}", "skiplocked", 0.0, limit, batch=case.batch, finish=case.finish)
             for i in range(case.claimers)
         ]
         reports = ClaimerFleet(specs).wait()

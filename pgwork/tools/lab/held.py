@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pgwork.tools.lab.claimers import ClaimerFleet, WorkerSpec
+from pgwork.tools.lab.claimers import ClaimerFleet, ClaimerSpec
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.stats import duplicates, percentile
@@ -53,7 +53,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
             jobs = p.workers * p.rounds
             lab.fresh_queue(jobs)
             limit = jobs * job_seconds * 3 / p.workers + 60
-            specs = [WorkerSpec(lab.dsn, f"{design}-{i + 1}", design, job_seconds, limit) for i in range(p.workers)]
+            specs = [ClaimerSpec(lab.dsn, f"{design}-{i + 1}", design, job_seconds, limit) for i in range(p.workers)]
             fleet = ClaimerFleet(specs)
             samples = Samples([], [], [], [])
             next_sample = 0.0

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pgwork.tools.lab.claimers import ClaimerFleet, WorkerSpec
+from pgwork.tools.lab.claimers import ClaimerFleet, ClaimerSpec
 from pgwork.tools.lab.labdb import JOB_TYPE, LabDatabase
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.stats import duplicates, percentile
@@ -114,7 +114,7 @@ def _drain_rate(lab: LabDatabase, p: Plan, batch: int, finish: str, violations: 
     lab.fresh_queue(p.jobs)
     limit = p.jobs / 50 / p.claimers + 120
     specs = [
-        WorkerSpec(lab.dsn, f"waits-{i + 1}", "skiplocked", 0.0, limit, batch=batch, finish=finish)
+        ClaimerSpec(lab.dsn, f"waits-{i + 1}", "skiplocked", 0.0, limit, batch=batch, finish=finish)
         for i in range(p.claimers)
     ]
     reports = ClaimerFleet(specs).wait()

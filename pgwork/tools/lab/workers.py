@@ -37,7 +37,7 @@ from pgwork.dsn import with_dbname
 from pgwork.models import NewJob
 from pgwork.tools.fleet import WorkerFleet, worker_env
 from pgwork.tools.lab import NOOP_JOB_TYPE, query
-from pgwork.tools.lab.claimers import ClaimerFleet, WorkerSpec
+from pgwork.tools.lab.claimers import ClaimerFleet, ClaimerSpec
 from pgwork.tools.lab.labdb import LabDatabase, RunSummary
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.wake import memory_kib
@@ -75,7 +75,7 @@ def plan(quick: bool) -> Plan:
 
 
 @dataclass
-class Figures:
+class Rates:
     rates: list[float] = field(default_factory=list)
     peak_kib: list[int] = field(default_factory=list)
 
@@ -144,7 +144,7 @@ def _drain_with_worker(
 def _drain_with_api(lab: LabDatabase, case: Case) -> int:
     lab.fresh_queue(case.jobs)
     finish = "many" if case.batch > 1 else "each"
-    spec = WorkerSpec(lab.dsn, "api-loop", "skiplocked", 0.0, case.jobs / 50 + 120, batch=case.batch, finish=finish)
+    spec = ClaimerSpec(lab.dsn, "api-loop", "skiplocked", 0.0, case.jobs / 50 + 120, batch=case.batch, finish=finish)
     reports = ClaimerFleet([spec]).wait()
     return sum(r.not_created for r in reports)
 
@@ -173,7 +173,7 @@ def _check(series: str, case: Case, s: RunSummary, violations: list[str]) -> flo
 
 def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     violations: list[str] = []
-    figures: dict[tuple[str, str], Figures] = {}
+    figures: dict[tuple[str, str], Rates] = {}
     logs = Path(tempfile.mkdtemp(prefix="pgwork-lab-workers-"))
     fleet = WorkerFleet(lab.dsn, APP, logs, ("--job-types", NOOP_JOB_TYPE, "--grace", "5s"))
     source = os.environ.get(BASELINE_ENV)
@@ -189,12 +189,12 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                     fleet, lab.queue, case, name=f"w-{case.batch}-{n}", reset=lab.reset, analyze=lab.analyze
                 )
                 rate = _check(WORKER, case, lab.summary(), violations)
-                figures.setdefault((WORKER, case.x), Figures()).rates.append(rate)
+                figures.setdefault((WORKER, case.x), Rates()).rates.append(rate)
                 figures[(WORKER, case.x)].peak_kib.append(peak)
                 if _drain_with_api(lab, case):
                     violations.append(f"worker-drain {API} {case.x}: a fenced completion did not write its result")
                 api = _check(API, case, lab.summary(), violations)
-                figures.setdefault((API, case.x), Figures()).rates.append(api)
+                figures.setdefault((API, case.x), Rates()).rates.append(api)
                 line = f"  round {n + 1} {case.x:<9} worker {rate:7.0f} jobs/s, API loop {api:7.0f} jobs/s"
                 if baseline is not None:
                     peak = _drain_with_worker(
@@ -206,12 +206,12 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                         analyze=baseline.analyze,
                     )
                     before = _check(BASELINE, case, baseline.summary(), violations)
-                    figures.setdefault((BASELINE, case.x), Figures()).rates.append(before)
+                    figures.setdefault((BASELINE, case.x), Rates()).rates.append(before)
                     figures[(BASELINE, case.x)].peak_kib.append(peak)
                     line += f", baseline worker {before:7.0f} jobs/s"
                 if peer:
                     theirs = _drain_with_pgqueuer(lab, case, violations)
-                    figures.setdefault((PEER, case.x), Figures()).rates.append(theirs)
+                    figures.setdefault((PEER, case.x), Rates()).rates.append(theirs)
                     line += f", pgqueuer {theirs:7.0f} jobs/s"
                 say(line)
                 runs += 1
@@ -244,7 +244,7 @@ def idle_rss(fleet: WorkerFleet, queue: Queue) -> int:
     return rss
 
 
-def _measurements(p: Plan, figures: dict[tuple[str, str], Figures], rss: int) -> list[Measurement]:
+def _measurements(p: Plan, figures: dict[tuple[str, str], Rates], rss: int) -> list[Measurement]:
     out: list[Measurement] = []
     for case in p.cases:
         api = figures.get((API, case.x))
