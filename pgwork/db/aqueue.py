@@ -10,7 +10,9 @@
 Producing and asking only (enqueue, job, result, cancel, wait): the job's life (claim,
 heartbeat, finish) stays with the worker. The same statements (pgwork/sql/queries.sql), the same
 validation and keys as Queue (pgwork.db.params), run through the async runners of
-pgwork.db.statements.
+pgwork.db.statements. The producing methods mirror Queue's line for line on purpose (as psycopg's own
+sync and async classes do): one signature and docstring for both, read side by side, with the
+logic below them shared in pgwork.db.params.
 """
 
 from __future__ import annotations

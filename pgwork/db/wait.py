@@ -94,7 +94,8 @@ def wait_for_job(
 async def await_job(
     dsn: str, job_id: int, *, timeout: float, poll: float = 1.0, result: bool = True, application_name: str
 ) -> Any:
-    """wait_for_job on an AsyncConnection of its own."""
+    """wait_for_job on an AsyncConnection of its own: the same loop, line for line on purpose (the
+    decisions it makes are check_wait, outcome_query and settle, shared with the sync one)."""
     check_wait(job_id, timeout, poll)
     deadline = time.monotonic() + timeout
     want = str(job_id)
