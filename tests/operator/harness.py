@@ -133,6 +133,19 @@ def _matches(request: Any, resource: Any, namespace: str | None, name: str | Non
     )
 
 
+async def close_stray_sessions() -> None:
+    """Close the aiohttp sessions still open on this loop as it ends: kopf can leave one to the
+    emulator open after a re-login, and its socket, found later by the garbage collector, raised a
+    ResourceWarning (an error here) inside an unrelated test. Closed on their own loop, they leave
+    no socket behind, whatever still refers to them."""
+    import aiohttp
+
+    loop = asyncio.get_running_loop()
+    for obj in gc.get_objects():
+        if isinstance(obj, aiohttp.ClientSession) and not obj.closed and getattr(obj, "_loop", None) is loop:
+            await obj.close()
+
+
 def collect_leftovers() -> None:
     """Collect now what a stopped event loop left behind (kopf may leave an aiohttp session to
     the emulator unclosed after a re-login), so its ResourceWarning is not raised, under
@@ -236,16 +249,20 @@ class OperatorThread:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="kopf", daemon=True)
 
+    async def _run(self) -> None:
+        try:
+            await run_operator(
+                self.options,
+                liveness_endpoint=self.liveness_endpoint,
+                stop_flag=self._stop,
+                ready_flag=self._ready,
+            )
+        finally:
+            await close_stray_sessions()
+
     def _main(self) -> None:
         try:
-            asyncio.run(
-                run_operator(
-                    self.options,
-                    liveness_endpoint=self.liveness_endpoint,
-                    stop_flag=self._stop,
-                    ready_flag=self._ready,
-                )
-            )
+            asyncio.run(self._run())
         except BaseException as exc:
             self.error = exc
             self._ready.set()
