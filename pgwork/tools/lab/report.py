@@ -386,7 +386,8 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "and `pgqueuer` the peer (`pip install 'pgwork[peers]'`, timed in its own process since it deletes "
         "finished rows), when the run had them. At batch 1 the reference design's bare loop runs in the same "
         "rounds (its SKIP LOCKED claim, then an unfenced completion, on one connection); `vs bare loop` is "
-        "the ratio of medians, with the lowest and highest ratio of one round beside it. Target (issue 13): "
+        "the median over rounds of the ratio within one round (both drift alike inside a round), its lowest "
+        "and highest beside it. Target (issue 13): "
         "`pgwork worker --batch 1 --concurrency 1` >= 80% of the bare loop. Median over rounds, min and max "
         "beside it; pgwork's rates from the rows (first claim to last completion).",
         ("runner", "batch"),

@@ -279,7 +279,7 @@ def _measurements(p: Plan, figures: dict[tuple[str, str], Rates], rss: int) -> l
             if bare is not None and series != BARE_LOOP:
                 ratios = _paired(f.rates, bare.rates)
                 out += [
-                    Measurement(NAME, series, case.x, "vs bare loop", rate / statistics.median(bare.rates), "x"),
+                    Measurement(NAME, series, case.x, "vs bare loop", statistics.median(ratios), "x"),
                     Measurement(NAME, series, case.x, "vs bare loop min", min(ratios), "x"),
                     Measurement(NAME, series, case.x, "vs bare loop max", max(ratios), "x"),
                 ]
