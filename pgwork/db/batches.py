@@ -4,19 +4,18 @@ failures written in one transaction. Split from pgwork.db.queue only to keep mod
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from pgwork.db.base import QueueBase
 from pgwork.db.connect import AnyConnection
+from pgwork.db.roundtrip import claim_params, finish_then_claim, success_params
 from pgwork.db.rows import FailManyRow, SucceedManyRow
 from pgwork.errors import InvalidArgument
 from pgwork.failure import FailureDecision
-from pgwork.models import Completion, FailOutcome, Failure, Lease
+from pgwork.models import ClaimedJob, Completion, FailOutcome, Failure, Lease
 from pgwork.validation import error_text
 
 
@@ -68,26 +67,64 @@ class Batches(QueueBase):
             done: list[SucceedManyRow] = []
             failed: list[FailManyRow] = []
             if successes:
-                ordered = sorted(successes, key=lambda s: s.lease.job_id)  # one lock order
-                params = {
-                    "ids": [s.lease.job_id for s in ordered],
-                    "tokens": [s.lease.token for s in ordered],
-                    "results": [Jsonb(s.result_json, dumps=_identity) for s in ordered],
-                    "now": now,
-                }
-                done = self._many("succeed_many", params, SucceedManyRow, c)
+                done = self._many("succeed_many", _succeed_params(successes, now), SucceedManyRow, c)
             if failures:
                 failed = self._many("fail_many", _fail_params(failures, now), FailManyRow, c)
-        inserted = {r.id: r.inserted for r in done}
-        completions = {
-            s.lease.job_id: Completion.LEASE_LOST
-            if s.lease.job_id not in inserted
-            else Completion.CREATED
-            if inserted[s.lease.job_id]
-            else Completion.ALREADY_EXISTED
-            for s in successes
-        }
-        return completions, _failures(failures, failed)
+        return _completions(successes, done), _failures(failures, failed)
+
+    def finish_then_claim(
+        self,
+        successes: Sequence[StoredSuccess],
+        failures: Sequence[DecidedFailure],
+        owner: str,
+        *,
+        job_types: Iterable[str] | None = None,
+        limit: int = 1,
+        lease: float = 30.0,
+        now: datetime | None = None,
+    ) -> Finished:
+        """`finish_many`, then `claim`, in one round trip (pgwork.db.roundtrip): two short
+        transactions, the finishes fenced as ever. Raises what the finishes raised (then nothing
+        was claimed); a claim that failed after them is `Finished.claim_error`."""
+        _check_once([s.lease for s in successes] + [f.lease for f in failures])
+        claim = claim_params(owner, job_types, limit, lease, now)
+        succeed = _succeed_params(successes, now) if successes else None
+        fail = _fail_params(failures, now) if failures else None
+        with self._pool.connection() as c:
+            trip = finish_then_claim(c, succeed, fail, claim)
+        return Finished(
+            _completions(successes, trip.done), _failures(failures, trip.failed), trip.claimed, trip.claim_error
+        )
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The answers of `finish_then_claim`: as finish_many's, and the jobs claimed after them
+    (None when the claim failed: `claim_error`)."""
+
+    completions: dict[int, Completion]
+    failures: dict[int, Failure]
+    claimed: list[ClaimedJob] | None
+    claim_error: Exception | None
+
+
+def _succeed_params(successes: Sequence[StoredSuccess], now: datetime | None) -> dict[str, Any]:
+    ordered = sorted(successes, key=lambda s: s.lease.job_id)  # one lock order
+    return success_params(
+        [s.lease.job_id for s in ordered], [s.lease.token for s in ordered], [s.result_json for s in ordered], now
+    )
+
+
+def _completions(successes: Sequence[StoredSuccess], done: Sequence[SucceedManyRow]) -> dict[int, Completion]:
+    inserted = {r.id: r.inserted for r in done}
+    return {
+        s.lease.job_id: Completion.LEASE_LOST
+        if s.lease.job_id not in inserted
+        else Completion.CREATED
+        if inserted[s.lease.job_id]
+        else Completion.ALREADY_EXISTED
+        for s in successes
+    }
 
 
 def _check_once(leases: Sequence[Lease]) -> None:
@@ -120,7 +157,3 @@ def _failures(failures: Sequence[DecidedFailure], rows: Sequence[FailManyRow]) -
         else:
             answers[f.lease.job_id] = Failure(FailOutcome.DEAD)
     return answers
-
-
-def _identity(text: Any) -> str:
-    return str(text)

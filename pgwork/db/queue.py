@@ -21,6 +21,7 @@ from pgwork.db.batches import Batches
 from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.connect import AnyConnection
 from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
+from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
     CancelRow,
     ClaimRow,
@@ -49,8 +50,6 @@ from pgwork.validation import (
     check_age,
     check_ids,
     check_int,
-    check_job_types,
-    check_text,
     error_text,
     result_json,
     validate,
@@ -143,38 +142,8 @@ class Queue(Batches):
         conn: AnyConnection | None = None,
     ) -> list[ClaimedJob]:
         """Claim up to `limit` ready jobs in one statement, committed before returning."""
-        check_text(owner, "owner", "use the pod or host name", max_chars=200)
-        check_int(limit, "limit", 1, 10_000, "claim between 1 and 10000 jobs at once")
-        if check_seconds(lease, "lease") <= 0:
-            raise InvalidArgument("lease", "must be > 0 seconds", "e.g. 30")
-        params = {
-            "owner": owner,
-            "job_types": check_job_types(job_types),
-            "limit": limit,
-            "lease": float(lease),
-            "now": now,
-        }
-        rows = self._many("claim", params, ClaimRow, conn)
-        claimed = [
-            ClaimedJob(
-                id=r.id,
-                job_type=r.job_type,
-                payload=r.payload,
-                priority=r.priority,
-                attempt=r.attempt_count,
-                max_attempts=r.max_attempts,
-                idempotency_key=r.idempotency_key,
-                trace_context=r.trace_context or {},
-                lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts, r.job_type),
-                lease_expires_at=r.lease_expires_at,
-                created_at=r.created_at,
-                last_error=r.last_error,
-            )
-            for r in rows
-        ]
-        # SKIP LOCKED returns rows in lock order, not priority order; callers expect the latter.
-        claimed.sort(key=lambda j: (j.priority, j.id))
-        return claimed
+        params = claim_params(owner, job_types, limit, lease, now)
+        return claimed_jobs(self._many("claim", params, ClaimRow, conn), owner)
 
     def heartbeat(
         self,

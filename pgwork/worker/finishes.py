@@ -7,6 +7,11 @@ fail_many in one transaction, each fenced by its own token, each result row in t
 that marks its job succeeded. Until its write lands a job stays held (and heartbeated). A write
 that keeps failing on a lost connection is retried until the job's lease would have lapsed or
 the shutdown deadline, whichever is first; then the row is left to the reaper.
+
+When the worker has room for more jobs and is not stopping, the write also claims them, in the
+same round trip (pgwork.db.roundtrip; the gate, pgwork.worker.claimgate, keeps the main loop
+from claiming at the same time). If that pipelined write fails, nothing was claimed and the
+batch is written again the usual way; the main loop then claims, with its own error handling.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from pgwork import tracing
 from pgwork.db import Queue
 from pgwork.db.batches import DecidedFailure, StoredSuccess
 from pgwork.errors import InvalidArgument
+from pgwork.models import Completion, Failure
+from pgwork.worker.claimgate import ClaimGate
 from pgwork.worker.describe import first_line
 from pgwork.worker.heartbeat import TRANSIENT
 from pgwork.worker.holdings import Held
@@ -87,6 +94,8 @@ class Finisher(threading.Thread):
         shutdown_deadline: Callable[[], float | None],
         *,
         linger: float = LINGER_SECONDS,
+        gate: ClaimGate | None = None,
+        inline: bool = False,
     ) -> None:
         super().__init__(name="pgwork-finisher", daemon=True)
         self._queue = queue
@@ -97,12 +106,31 @@ class Finisher(threading.Thread):
         self._pending: list[Pending] = []
         self._cond = threading.Condition()
         self._stopping = False
+        self._writing = False
+        self._gate = gate
+        self._inline = inline
         self.flushes = 0
+        self.pipelined_claims = 0  # writes that also claimed (tests, the lab)
 
-    def submit(self, item: Pending) -> None:
+    def claims_next(self) -> bool:
+        """True while a write is pending or under way that will claim into any free room: the
+        main loop leaves the claim to it (one round trip instead of two)."""
         with self._cond:
-            self._pending.append(item)
-            self._cond.notify()
+            return self._gate is not None and (bool(self._pending) or self._writing)
+
+    def submit(self, item: Pending) -> bool:
+        """Hand over a decided outcome. A one-job worker's runner (`inline`) writes it itself
+        when nothing else is pending, and the claim riding on it queues the next job for that
+        same runner: no thread hand-off on the way from one job to the next. True: written."""
+        with self._cond:
+            inline = self._inline and not self._pending and not self._writing and not self._stopping
+            if not inline:
+                self._pending.append(item)
+                self._cond.notify()
+                return False
+            self._writing = True
+        self._flush([item])
+        return True
 
     def poke(self) -> None:
         """A runner went idle: if nothing else is running, write now rather than linger."""
@@ -131,12 +159,20 @@ class Finisher(threading.Thread):
                 ):
                     self._cond.wait(self._linger)
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            try:
-                self._done(self.write(batch))
-            except Exception:  # the thread must live on: the rows are left to the reaper
-                log.exception("writing %d outcome(s) failed unexpectedly; the reaper will return them", len(batch))
-                self._done([(p, Outcome.LEASE_LOST) for p in batch])
-            self.flushes += 1
+                self._writing = True
+            self._flush(batch)
+
+    def _flush(self, batch: list[Pending]) -> None:
+        """Write a batch taken with `_writing` set, then let its jobs go."""
+        try:
+            answers = self.write(batch)
+        except Exception:  # the thread must live on: the rows are left to the reaper
+            log.exception("writing %d outcome(s) failed unexpectedly; the reaper will return them", len(batch))
+            answers = [(p, Outcome.LEASE_LOST) for p in batch]
+        with self._cond:
+            self._writing = False
+        self._done(answers)  # wakes the main loop, which may have left a claim to this write
+        self.flushes += 1
 
     # -- applying decisions ----------------------------------------------------------------
 
@@ -160,8 +196,40 @@ class Finisher(threading.Thread):
             else:
                 answers.append((p, outcome))
         if writes:
-            answers.extend(self._write_many(writes))
+            claimed = self._write_and_claim(writes)
+            answers.extend(claimed if claimed is not None else self._write_many(writes))
         return answers
+
+    def _write_and_claim(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]] | None:
+        """The batch's write and a claim into the room free now, in one round trip. None: not
+        done (no gate, no room, another claim under way, or the write failed: nothing claimed)."""
+        if self._gate is None or not self._gate.enter():
+            return None
+        try:
+            claim = self._gate.claim
+            room = claim.room()
+            if room <= 0:
+                return None
+            successes, failures = _split(writes)
+            started = time.perf_counter()
+            try:
+                finished = self._queue.finish_then_claim(
+                    successes, failures, claim.owner, job_types=claim.job_types, limit=room, lease=claim.lease
+                )
+            except Exception as exc:  # written again the usual way, with its retries and splits
+                log.info("finishing %d job(s) and claiming failed (%s); writing alone", len(writes), first_line(exc))
+                return None
+            if finished.claimed is None:
+                log.warning(
+                    "claim after finishing failed (%s); the main loop claims",
+                    first_line(finished.claim_error or RuntimeError("no answer")),
+                )
+            else:
+                claim.hold(finished.claimed, time.perf_counter() - started)
+                self.pipelined_claims += 1
+            return self._answers(writes, finished.completions, finished.failures)
+        finally:
+            self._gate.leave()
 
     def _write_many(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]]:
         # The batch's writes share one transaction: retry it until the first of its leases
@@ -178,17 +246,12 @@ class Finisher(threading.Thread):
         return written
 
     def _finish(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]]:
-        successes = [
-            StoredSuccess(p.held.lease, p.decision.result_json or "null")
-            for p in writes
-            if p.decision.outcome is Outcome.SUCCEEDED
-        ]
-        failures = [
-            DecidedFailure(p.held.lease, p.decision.failure, p.decision.error or "")
-            for p in writes
-            if p.decision.failure is not None and p.decision.outcome is not Outcome.SUCCEEDED
-        ]
-        completions, failed = self._queue.finish_many(successes, failures)
+        completions, failed = self._queue.finish_many(*_split(writes))
+        return self._answers(writes, completions, failed)
+
+    def _answers(
+        self, writes: list[Pending], completions: dict[int, Completion], failed: dict[int, Failure]
+    ) -> list[tuple[Pending, Outcome]]:
         answers = []
         for p in writes:
             job_id = p.held.claimed.id
@@ -212,3 +275,17 @@ class Finisher(threading.Thread):
         p.decision = lost()
         log.warning("job %s: lease lost; result discarded (another worker or the reaper has it)", p.held.claimed.id)
         return Outcome.LEASE_LOST
+
+
+def _split(writes: list[Pending]) -> tuple[list[StoredSuccess], list[DecidedFailure]]:
+    successes = [
+        StoredSuccess(p.held.lease, p.decision.result_json or "null")
+        for p in writes
+        if p.decision.outcome is Outcome.SUCCEEDED
+    ]
+    failures = [
+        DecidedFailure(p.held.lease, p.decision.failure, p.decision.error or "")
+        for p in writes
+        if p.decision.failure is not None and p.decision.outcome is not Outcome.SUCCEEDED
+    ]
+    return successes, failures

@@ -34,6 +34,7 @@ from pgwork.models import ClaimedJob
 from pgwork.queue import Queue
 from pgwork.validation import result_problem
 from pgwork.worker.bookkeeping import Bookkeeper
+from pgwork.worker.claimgate import ClaimGate, ClaimRoom
 from pgwork.worker.describe import describe_error, first_line, payload_problem, usable_trace_context
 from pgwork.worker.finishes import Finisher, Pending, retry_write
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
@@ -113,8 +114,16 @@ class Worker:
         )
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
         self._runners = Runners(options.concurrency, self._run_job)
+        # The main loop and the finisher (whose write can carry the next claim) take turns.
+        self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, self._room, self._took))
         self._finisher = Finisher(
-            queue, Bookkeeper(self.metrics, self.holdings, self._wake), self._runners_busy, self._deadline
+            queue,
+            Bookkeeper(self.metrics, self.holdings, self._wake),
+            self._runners_busy,
+            self._deadline,
+            gate=self._gate,
+            # One runner: it writes its own outcome (and claims its next job) without a hand-off.
+            inline=options.concurrency == 1,
         )
         self._server: MetricsServer | None = None
         self._last_tick = time.monotonic()
@@ -224,33 +233,44 @@ class Worker:
                 self._stop.wait(claim_backoff)
                 if self._stop.is_set():
                     break
-            room = claim_size(
-                self.options.concurrency,
-                self.options.batch,
-                waiting=self.holdings.count(HeldState.WAITING),
-                running=self.holdings.count(HeldState.RUNNING),
-                finishing=self.holdings.count(HeldState.FINISHING),
-            )
-            if room > 0:
-                try:
-                    claimed = self._claim(room)
-                except (*TRANSIENT, PgworkError) as exc:
-                    self._claim_ok = False
-                    claim_backoff = min(max(claim_backoff * 2, 0.25), MAX_CLAIM_BACKOFF)
-                    log.warning("claim failed (%s); retrying in %gs", first_line(exc), claim_backoff)
-                    continue
-                claim_backoff = 0.0
-                self._claim_ok = True
-                if claimed:
-                    for job in claimed:
-                        self._hold(job)
-                    self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
-                    if len(claimed) == room:
-                        continue  # more may be ready
-                elif self.options.burst and len(self.holdings) == 0:
-                    log.info("burst: no job ready and none running; exiting")
-                    return
+            # A write under way will claim into the room itself, in its own round trip.
+            if self._finisher.claims_next() or not self._gate.enter():
+                self._wake.wait(self.options.poll)
+                continue
+            try:
+                room = self._room()
+                if room > 0:
+                    try:
+                        claimed = self._claim(room)
+                    except (*TRANSIENT, PgworkError) as exc:
+                        self._claim_ok = False
+                        claim_backoff = min(max(claim_backoff * 2, 0.25), MAX_CLAIM_BACKOFF)
+                        log.warning("claim failed (%s); retrying in %gs", first_line(exc), claim_backoff)
+                        continue
+                    claim_backoff = 0.0
+                    self._claim_ok = True
+                    if claimed:
+                        self._took(claimed, None)
+                        if len(claimed) == room:
+                            continue  # more may be ready
+                    elif self.options.burst and len(self.holdings) == 0:
+                        log.info("burst: no job ready and none running; exiting")
+                        return
+            finally:
+                self._gate.leave()
             self._wake.wait(self.options.poll)
+
+    def _room(self) -> int:
+        """How many jobs to claim now (none once stopping)."""
+        if self._stop.is_set():
+            return 0
+        return claim_size(
+            self.options.concurrency,
+            self.options.batch,
+            waiting=self.holdings.count(HeldState.WAITING),
+            running=self.holdings.count(HeldState.RUNNING),
+            finishing=self.holdings.count(HeldState.FINISHING),
+        )
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         started = time.perf_counter()
@@ -258,8 +278,18 @@ class Worker:
             self.options.worker_id, job_types=self.job_types, limit=limit, lease=self.options.lease
         )
         self.metrics.claim_duration.observe(time.perf_counter() - started)
-        self.claims += len(claimed)
         return claimed
+
+    def _took(self, claimed: list[ClaimedJob], seconds: float | None) -> None:
+        """Hold jobs a claim brought (the main loop's, or one that rode on a finish: `seconds`
+        is then its round trip, for the claim-latency histogram)."""
+        if seconds is not None:
+            self.metrics.claim_duration.observe(seconds)
+        self._claim_ok = True
+        self.claims += len(claimed)
+        for job in claimed:
+            self._hold(job)
+        self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
 
     def _hold(self, claimed: ClaimedJob) -> None:
         job = Job(
@@ -286,7 +316,7 @@ class Worker:
         if not held.transition({HeldState.WAITING}, HeldState.RUNNING):
             return  # released on shutdown before it started
         span: trace.Span | None = None
-        submitted = False
+        submitted = inline = False
         try:
             span = self._start_span(held)
             ended = self._call(held, span)
@@ -313,8 +343,8 @@ class Worker:
                         ended.error,
                         {"exception.message": decision.message or "", "exception.stacktrace": decision.error or ""},
                     )
-            self._finisher.submit(Pending(held, decision, span))
             submitted = True
+            inline = self._finisher.submit(Pending(held, decision, span))
         except BaseException as exc:  # a bug here must not take the process down
             log.error("job %s: runner failed: %s", held.claimed.id, describe_error(exc))
             if not submitted and held.transition({HeldState.RUNNING, HeldState.FINISHING}, HeldState.FINISHING):
@@ -332,8 +362,9 @@ class Worker:
                 )
                 self._finisher.submit(Pending(held, Decision(failed.outcome, failure=failed.failure, error=text), span))
         finally:
-            self._wake.set()  # a runner is free: the main loop may claim again
-            self._finisher.poke()
+            if not inline:  # else the write already claimed into this runner's room, and woke the loop
+                self._wake.set()  # a runner is free: the main loop may claim again
+                self._finisher.poke()
 
     def _start_span(self, held: Held) -> trace.Span | None:
         if self._tracer is None:
@@ -364,6 +395,9 @@ class Worker:
     # -- shutdown -------------------------------------------------------------------------
 
     def _drain(self) -> None:
+        # No claim starts from here on; one riding on a finish holds its jobs first, so they are
+        # released below with the other unstarted ones.
+        self._gate.close(min(self.remaining(), RELEASE_SECONDS + self.options.grace))
         for held in self.holdings.snapshot():
             if held.transition({HeldState.WAITING}, HeldState.RELEASED):
                 self._release(held, "released unstarted on shutdown")

@@ -24,6 +24,10 @@ from pgwork.models import Completion
 from pgwork.tools.lab import query
 
 STRATEGIES = ("naive", "blocking", "skiplocked", "held", "advisory")
+# The reference design's bare loop: its SKIP LOCKED claim, then an unfenced `complete`, on one
+# autocommit connection (no lease token, no Queue). Not among STRATEGIES: the claims experiment
+# compares those; the worker drain measures the worker against this one.
+BARE = "bare"
 FINISHES = ("each", "many")
 JOB_TYPE = "lab"
 APP_PREFIX = "pgwork-lab-worker"
@@ -51,8 +55,8 @@ class ClaimerSpec:
     def __post_init__(self) -> None:
         if not 0 <= self.jitter < 1:
             raise ValueError(f"jitter must be within [0, 1), got {self.jitter}")
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.strategy not in (*STRATEGIES, BARE):
+            raise ValueError(f"strategy must be one of {(*STRATEGIES, BARE)}, got {self.strategy!r}")
         if self.finish not in FINISHES:
             raise ValueError(f"finish must be one of {FINISHES}, got {self.finish!r}")
         if self.batch != 1 and self.strategy != "skiplocked":
@@ -182,6 +186,8 @@ def _run_autocommit(spec: ClaimerSpec, ready: Start, report: WorkerReport) -> No
                 ids = _claim_naive(conn, spec.name)
             elif spec.strategy == "blocking":
                 ids = _claim_blocking(conn, spec.name)
+            elif spec.strategy == BARE:
+                ids = _ids(conn.execute(query("skiplocked_claim"), {"owner": spec.name}).fetchall())
             else:
                 ids = _claim_advisory(conn, spec.name, report)
             if not _claimed(report, ids, t0):
@@ -211,7 +217,7 @@ def _run_held(spec: ClaimerSpec, ready: Start, report: WorkerReport) -> None:
             finish_started = 0.0
             with conn.transaction():
                 t0 = time.perf_counter()
-                ids = _claimed(report, _ids(conn.execute(query("held_claim"), owner).fetchall()), t0)
+                ids = _claimed(report, _ids(conn.execute(query("skiplocked_claim"), owner).fetchall()), t0)
                 if ids:
                     _work(spec, rng)
                     report.executed.append(ids[0])

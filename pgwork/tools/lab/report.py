@@ -384,8 +384,12 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "process runs the Queue API loop at the same batch (claim N, then `succeed` for batch 1 or one "
         "`succeed_many`). `pgwork worker (baseline)` is another checkout's worker (`PGWORK_LAB_BASELINE=DIR`) "
         "and `pgqueuer` the peer (`pip install 'pgwork[peers]'`, timed in its own process since it deletes "
-        "finished rows), when the run had them. Median over rounds, min and max beside it; pgwork's rates "
-        "from the rows (first claim to last completion).",
+        "finished rows), when the run had them. At batch 1 the reference design's bare loop runs in the same "
+        "rounds (its SKIP LOCKED claim, then an unfenced completion, on one connection); `vs bare loop` is "
+        "the median over rounds of the ratio within one round (both drift alike inside a round), its lowest "
+        "and highest beside it. Target (issue 13): "
+        "`pgwork worker --batch 1 --concurrency 1` >= 80% of the bare loop. Median over rounds, min and max "
+        "beside it; pgwork's rates from the rows (first claim to last completion).",
         ("runner", "batch"),
     )
     parts += [f"![{p}]({p})" for p in plots if "worker-drain" in p]

@@ -11,7 +11,9 @@ With PGWORK_LAB_BASELINE=DIR (a pgwork checkout, e.g. the main branch) the same 
 run that checkout's worker, on a database of its own migrated by that checkout, in the same
 rounds: a before/after in one run. With pgqueuer installed (`pip install 'pgwork[peers]'`) it
 drains the same jobs at the same batch in its own process, in the same rounds (timed in that
-process: pgqueuer deletes finished rows).
+process: pgqueuer deletes finished rows). At batch 1 the reference design's bare loop (its SKIP
+LOCKED claim, then an unfenced completion, one autocommit connection) runs in the same rounds
+too: issue 13's target is the one-job worker at >= 80% of it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pgwork.dsn import with_dbname
 from pgwork.models import NewJob
 from pgwork.tools.fleet import WorkerFleet, worker_env
 from pgwork.tools.lab import NOOP_JOB_TYPE, query
-from pgwork.tools.lab.claimers import ClaimerFleet, ClaimerSpec
+from pgwork.tools.lab.claimers import BARE, ClaimerFleet, ClaimerSpec
 from pgwork.tools.lab.labdb import LabDatabase, RunSummary
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.wake import memory_kib
@@ -49,6 +51,7 @@ API = "Queue API loop"
 WORKER = "pgwork worker"
 BASELINE = "pgwork worker (baseline)"
 PEER = "pgqueuer"
+BARE_LOOP = "bare claim loop (reference)"
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class Plan:
 def plan(quick: bool) -> Plan:
     if quick:
         return Plan((Case(1, 1, 200), Case(10, 4, 500), Case(100, 16, 1000)), rounds=1)
-    return Plan((Case(1, 1, 1000), Case(10, 4, 10_000), Case(100, 16, 10_000)), rounds=3)
+    return Plan((Case(1, 1, 1000), Case(10, 4, 10_000), Case(100, 16, 10_000)), rounds=5)
 
 
 @dataclass
@@ -149,6 +152,11 @@ def _drain_with_api(lab: LabDatabase, case: Case) -> int:
     return sum(r.not_created for r in reports)
 
 
+def _drain_with_bare_loop(lab: LabDatabase, case: Case) -> None:
+    lab.fresh_queue(case.jobs)
+    ClaimerFleet([ClaimerSpec(lab.dsn, "bare-loop", BARE, 0.0, case.jobs / 50 + 120)]).wait()
+
+
 def _drain_with_pgqueuer(lab: LabDatabase, case: Case, violations: list[str]) -> float:
     env = worker_env(lab.dsn)
     command = [sys.executable, "-m", "pgwork.tools.lab.pgqueuer_drain", str(case.jobs), str(case.batch)]
@@ -196,6 +204,11 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                 api = _check(API, case, lab.summary(), violations)
                 figures.setdefault((API, case.x), Rates()).rates.append(api)
                 line = f"  round {n + 1} {case.x:<9} worker {rate:7.0f} jobs/s, API loop {api:7.0f} jobs/s"
+                if case.batch == 1:
+                    _drain_with_bare_loop(lab, case)
+                    bare = _check(BARE_LOOP, case, lab.summary(), violations)
+                    figures.setdefault((BARE_LOOP, case.x), Rates()).rates.append(bare)
+                    line += f", bare loop {bare:7.0f} jobs/s"
                 if baseline is not None:
                     peak = _drain_with_worker(
                         baseline.fleet,
@@ -248,7 +261,8 @@ def _measurements(p: Plan, figures: dict[tuple[str, str], Rates], rss: int) -> l
     out: list[Measurement] = []
     for case in p.cases:
         api = figures.get((API, case.x))
-        for series in (WORKER, BASELINE, API, PEER):
+        bare = figures.get((BARE_LOOP, case.x))
+        for series in (WORKER, BASELINE, API, BARE_LOOP, PEER):
             f = figures.get((series, case.x))
             if f is None:
                 continue
@@ -262,6 +276,13 @@ def _measurements(p: Plan, figures: dict[tuple[str, str], Rates], rss: int) -> l
             ]
             if api is not None and series != API:
                 out.append(Measurement(NAME, series, case.x, "vs API loop", rate / statistics.median(api.rates), "x"))
+            if bare is not None and series != BARE_LOOP:
+                ratios = _paired(f.rates, bare.rates)
+                out += [
+                    Measurement(NAME, series, case.x, "vs bare loop", statistics.median(ratios), "x"),
+                    Measurement(NAME, series, case.x, "vs bare loop min", min(ratios), "x"),
+                    Measurement(NAME, series, case.x, "vs bare loop max", max(ratios), "x"),
+                ]
             peer = figures.get((PEER, case.x))
             if peer is not None and series != PEER:
                 out.append(Measurement(NAME, series, case.x, "vs pgqueuer", rate / statistics.median(peer.rates), "x"))
@@ -271,7 +292,15 @@ def _measurements(p: Plan, figures: dict[tuple[str, str], Rates], rss: int) -> l
     return out
 
 
+def _paired(rates: list[float], against: list[float]) -> list[float]:
+    """Each round's rate over the other series' rate in the same round (the range of a ratio on
+    a shared machine: both drifted alike within a round)."""
+    return [a / b for a, b in zip(rates, against, strict=True) if b > 0] or [float("nan")]
+
+
 def _options(series: str, case: Case) -> str:
+    if series == BARE_LOOP:
+        return "SKIP LOCKED claim + unfenced complete, one connection"
     if series == API:
         return "claim + succeed" if case.batch == 1 else "claim + succeed_many"
     if series == PEER:

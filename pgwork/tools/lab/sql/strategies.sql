@@ -44,9 +44,10 @@ UPDATE pgwork.jobs AS j
            FOR UPDATE)
 RETURNING j.id;
 
--- name: held_claim
--- The held-transaction design: the same SKIP LOCKED claim, but run inside a transaction the
--- worker keeps open across the work and commits together with the completion.
+-- name: skiplocked_claim
+-- The reference design's claim, one SKIP LOCKED statement. The bare loop runs it in autocommit
+-- (its own transaction) before `complete`; the held-transaction design runs it inside a
+-- transaction the worker keeps open across the work and commits together with the completion.
 UPDATE pgwork.jobs AS j
    SET status = 'running',
        started_at = clock_timestamp(),

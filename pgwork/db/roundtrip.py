@@ -1,0 +1,131 @@
+"""Finish some jobs and claim the next in one round trip: psycopg's pipeline mode.
+
+The statements go out together and their answers come back together, but each is still its own
+short transaction: `BEGIN; succeed_many/fail_many; COMMIT; BEGIN; claim; COMMIT`, then one Sync.
+(Without the explicit blocks the server would run everything before the Sync as one implicit
+transaction, so a claim would commit with the finishes or not at all.) Fencing is untouched: the
+finishes are the same token-checked functions as pgwork.db.batches runs one by one.
+
+Errors: once a statement fails the server skips the rest up to the Sync. A failed finish
+therefore never claims, and the caller learns it as an exception (its job is still held, to be
+written again the usual way); a claim that fails after the finishes committed comes back as
+`claim_error` beside the finishes' answers, never as a lost finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import Cursor, pq
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from pgwork.db import statements
+from pgwork.db.base import check_seconds
+from pgwork.db.connect import AnyConnection
+from pgwork.db.rows import ClaimRow, FailManyRow, SucceedManyRow
+from pgwork.errors import InvalidArgument
+from pgwork.models import ClaimedJob, Lease
+from pgwork.validation import check_int, check_job_types, check_text
+
+
+def claim_params(
+    owner: str, job_types: Iterable[str] | None, limit: int, lease: float, now: datetime | None
+) -> dict[str, Any]:
+    """The claim's parameters, checked (bad values name the argument and the fix)."""
+    check_text(owner, "owner", "use the pod or host name", max_chars=200)
+    check_int(limit, "limit", 1, 10_000, "claim between 1 and 10000 jobs at once")
+    if check_seconds(lease, "lease") <= 0:
+        raise InvalidArgument("lease", "must be > 0 seconds", "e.g. 30")
+    return {"owner": owner, "job_types": check_job_types(job_types), "limit": limit, "lease": float(lease), "now": now}
+
+
+def claimed_jobs(rows: Sequence[ClaimRow], owner: str) -> list[ClaimedJob]:
+    claimed = [
+        ClaimedJob(
+            id=r.id,
+            job_type=r.job_type,
+            payload=r.payload,
+            priority=r.priority,
+            attempt=r.attempt_count,
+            max_attempts=r.max_attempts,
+            idempotency_key=r.idempotency_key,
+            trace_context=r.trace_context or {},
+            lease=Lease(r.id, r.lease_token, owner, r.attempt_count, r.max_attempts, r.job_type),
+            lease_expires_at=r.lease_expires_at,
+            created_at=r.created_at,
+            last_error=r.last_error,
+        )
+        for r in rows
+    ]
+    # SKIP LOCKED returns rows in lock order, not priority order; callers expect the latter.
+    claimed.sort(key=lambda j: (j.priority, j.id))
+    return claimed
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """What one pipelined finish-and-claim did. The finishes committed; `claimed` is None when
+    the claim did not (then `claim_error` says why)."""
+
+    done: list[SucceedManyRow]
+    failed: list[FailManyRow]
+    claimed: list[ClaimedJob] | None
+    claim_error: Exception | None
+
+
+def finish_then_claim(
+    conn: AnyConnection,
+    succeed: dict[str, Any] | None,
+    fail: dict[str, Any] | None,
+    claim: dict[str, Any],
+) -> RoundTrip:
+    """Run succeed_many (`succeed` params) and fail_many (`fail` params) in one transaction,
+    then the claim in another, in one flush. Raises what the finishes raised (nothing claimed)."""
+    done_cur = conn.cursor(row_factory=class_row(SucceedManyRow))
+    failed_cur = conn.cursor(row_factory=class_row(FailManyRow))
+    claim_cur = conn.cursor(row_factory=class_row(ClaimRow))
+    commit = conn.cursor()
+    claim_commit = conn.cursor()
+    error: Exception | None = None
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            if succeed is not None:
+                done_cur.execute(statements.statement("succeed_many", "many"), succeed)
+            if fail is not None:
+                failed_cur.execute(statements.statement("fail_many", "many"), fail)
+            commit.execute("COMMIT")
+            conn.execute("BEGIN")
+            claim_cur.execute(statements.statement("claim", "many"), claim)
+            claim_commit.execute("COMMIT")
+    except psycopg.Error as exc:
+        # The first error of the pipeline; the finishes' own tell whether it was theirs.
+        if not _ok(commit, pq.ExecStatus.COMMAND_OK):
+            raise
+        error = exc
+        if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            conn.rollback()  # the claim's transaction failed: end it before the connection goes back
+    done = done_cur.fetchall() if succeed is not None else []
+    failed = failed_cur.fetchall() if fail is not None else []
+    claimed = _ok(claim_cur, pq.ExecStatus.TUPLES_OK) and _ok(claim_commit, pq.ExecStatus.COMMAND_OK)
+    if error is not None or not claimed:
+        return RoundTrip(done, failed, None, error or RuntimeError("the claim returned no result"))
+    return RoundTrip(done, failed, claimed_jobs(claim_cur.fetchall(), claim["owner"]), None)
+
+
+def _ok(cur: Cursor[Any], status: pq.ExecStatus) -> bool:
+    result = cur.pgresult
+    return result is not None and result.status == status
+
+
+def success_params(ids: list[int], tokens: list[Any], results: list[str], now: datetime | None) -> dict[str, Any]:
+    return {"ids": ids, "tokens": tokens, "results": [Jsonb(r, dumps=_identity) for r in results], "now": now}
+
+
+def _identity(text: Any) -> str:
+    return str(text)
