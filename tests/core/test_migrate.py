@@ -156,7 +156,7 @@ V1_COLUMNS = (
 
 def _snapshot(dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     with psycopg.connect(dsn) as conn:
-        jobs = conn.execute(f"SELECT {V1_COLUMNS} FROM pgwork.jobs ORDER BY id").fetchall()  # noqa: S608
+        jobs = conn.execute(f"SELECT {V1_COLUMNS} FROM pgwork.jobs ORDER BY id").fetchall()
         results = conn.execute("SELECT * FROM pgwork.job_results ORDER BY idempotency_key").fetchall()
     return jobs, results
 

@@ -102,7 +102,7 @@ def test_the_database_refuses_a_bad_timeout_from_plain_sql(queue: Queue, value: 
         pytest.raises(psycopg.errors.CheckViolation, match=CONSTRAINT),
     ):
         conn.execute(
-            f"INSERT INTO pgwork.jobs (job_type, idempotency_key, timeout_seconds) VALUES ('ocr', 'k', {value})"  # noqa: S608
+            f"INSERT INTO pgwork.jobs (job_type, idempotency_key, timeout_seconds) VALUES ('ocr', 'k', {value})"
         )
 
 
