@@ -5,6 +5,8 @@ runner slot to a new thread. Past `--max-abandoned` stuck threads the worker giv
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -16,9 +18,18 @@ from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.outcome import abandoned
 from pgwork.worker.registry import StopReason
 from pgwork.worker.runners import Runners
-from pgwork.worker.timeouts import abandon_grace, too_many_abandoned
+from pgwork.worker.timeouts import abandon_grace, effective_timeout, too_many_abandoned
 
 log = logging.getLogger("pgwork.worker")
+
+
+def arm(held: Held, handler_timeout: float | None) -> None:
+    """As the handler starts (on its runner): its timeout, the job's own or its handler's, and
+    the deadline the watchdog reads; the clock starts with the handler, not at the claim."""
+    held.timeout = effective_timeout(held.claimed.timeout, handler_timeout)
+    held.runner = threading.current_thread()
+    if held.timeout is not None:
+        held.deadline = time.monotonic() + held.timeout
 
 
 class Enforcer:

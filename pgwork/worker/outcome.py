@@ -125,6 +125,13 @@ def abandoned(
     return timed_out(timeout, returned=False, attempt=attempt, max_attempts=max_attempts, backoff=backoff, now=now)
 
 
+def worker_error(text: str, attempt: int, max_attempts: int, backoff: float, now: datetime) -> Decision:
+    """The worker itself failed while finishing the job: a retryable failure, recorded (fenced) so
+    the row does not stay `running` until its lease lapses."""
+    failure = decide_failure(attempt, max_attempts, True, backoff, now)
+    return Decision(Outcome.RETRY if failure.state == "pending" else Outcome.DEAD, failure=failure, error=text)
+
+
 def refused_result(problem: str, attempt: int, max_attempts: int, now: datetime) -> Decision:
     """A result the database refused (a case result_json missed): dead, not a runner crash."""
     return _dead(f"the result could not be stored: {problem}", "invalid_result", attempt, max_attempts, now)

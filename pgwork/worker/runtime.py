@@ -36,17 +36,17 @@ from pgwork.validation import result_problem
 from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.claimgate import ClaimGate, ClaimRoom
 from pgwork.worker.describe import describe_error, first_line, payload_problem, usable_trace_context
-from pgwork.worker.enforce import Enforcer
+from pgwork.worker.enforce import Enforcer, arm
 from pgwork.worker.finishes import Finisher, Pending, retry_write
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.outcome import Decision, Ended, Outcome, decide
+from pgwork.worker.outcome import Ended, Outcome, decide, worker_error
 from pgwork.worker.registry import Job, Registry, StopReason
 from pgwork.worker.runners import Runners
 from pgwork.worker.slots import claim_size
-from pgwork.worker.timeouts import EXIT_ABANDONED, effective_timeout
+from pgwork.worker.timeouts import EXIT_ABANDONED
 from pgwork.worker.wakeup import WakeListener
 from pgwork.worker.watchdog import Watchdog
 
@@ -345,10 +345,7 @@ class Worker:
         if self._stop.is_set():
             return  # draining: jobs not yet started are released, not begun
         spec = self.registry.spec(held.claimed.job_type)
-        held.timeout = effective_timeout(held.claimed.timeout, spec.timeout if spec is not None else None)
-        held.runner = threading.current_thread()
-        if held.timeout is not None:
-            held.deadline = time.monotonic() + held.timeout  # the clock starts as the handler does
+        arm(held, spec.timeout if spec is not None else None)
         if not held.transition({HeldState.WAITING}, HeldState.RUNNING):
             return  # released on shutdown before it started
         span: trace.Span | None = None
@@ -396,16 +393,10 @@ class Worker:
                 # Recorded as a failed attempt (fenced: a job already finished is untouched), so
                 # the row does not stay `running` until its lease lapses. The reaper is the backstop.
                 text = f"pgwork worker error while finishing the job: {describe_error(exc)}"
-                failed = decide(
-                    Ended(error=RuntimeError(text)),
-                    None,
-                    released=False,
-                    attempt=held.job.attempt,
-                    max_attempts=held.job.max_attempts,
-                    backoff=self.queue.backoff_for(held.claimed.job_type).delay(held.job.attempt),
-                    now=datetime.now(UTC),
-                )
-                self._finisher.submit(Pending(held, Decision(failed.outcome, failure=failed.failure, error=text), span))
+                job = held.job
+                backoff = self.queue.backoff_for(held.claimed.job_type).delay(job.attempt)
+                failed = worker_error(text, job.attempt, job.max_attempts, backoff, datetime.now(UTC))
+                self._finisher.submit(Pending(held, failed, span))
         finally:
             if not inline:  # else the write already claimed into this runner's room, and woke the loop
                 self._wake.set()  # a runner is free: the main loop may claim again
