@@ -61,3 +61,21 @@ def _shown(text: str) -> str:
     """The input as quoted in an error: ASCII (a lookalike digit shows as \u0663), cut short."""
     shown = ascii(text)
     return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def format_duration(seconds: float) -> str:
+    """`seconds` as a person writes it, the way parse_duration reads it back: 600 -> '10m',
+    5400 -> '1h30m', 1.5 -> '1.5s', 0.25 -> '250ms'. For messages (a timeout's last_error)."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return f"{seconds}s"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    whole = round(seconds)
+    if abs(seconds - whole) > 1e-9:
+        return f"{seconds:.3g}s" if seconds < 60 else f"{seconds:g}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, whole = divmod(whole, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)

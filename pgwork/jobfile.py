@@ -1,8 +1,8 @@
 """Jobs from a JSON Lines file (`pgwork enqueue --from-file`): one JSON object per line.
 
 A line names the fields of `NewJob` (job_type, payload, key, priority, delay, available_at,
-max_attempts, trace_context) and nothing else. A field pgwork itself sets (status, attempt_count,
-the lease...) is refused, not ignored: a file that tries to start a job as running or with
+max_attempts, trace_context, timeout) and nothing else. A field pgwork itself sets (status,
+attempt_count, the lease...) is refused, not ignored: a file that tries to start a job as running or with
 attempts used is wrong about what it loads, and saying so beats loading something else. Every
 error names the line, the field and the fix. Parsing and checking are pure; `load` writes.
 """
@@ -24,7 +24,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
 from pgwork.validation import validate
 
-FIELDS = ("job_type", "payload", "key", "priority", "delay", "available_at", "max_attempts", "trace_context")
+FIELDS = ("job_type", "payload", "key", "priority", "delay", "available_at", "max_attempts", "trace_context", "timeout")
 # Columns the job's life sets; a producer's row never carries them (migration 0002's producer
 # profile cannot write them either).
 SET_BY_PGWORK = frozenset(
@@ -94,6 +94,7 @@ def parse_line(text: str, line: int, default_type: str | None = None) -> NewJob 
         available_at=_instant(value.get("available_at"), line),
         max_attempts=value.get("max_attempts", 5),
         trace_context=value.get("trace_context", {}),
+        timeout=value.get("timeout"),
     )
 
 

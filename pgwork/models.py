@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 JsonObject = dict[str, Any]
@@ -23,6 +23,9 @@ class NewJob:
     available_at: datetime | None = None
     max_attempts: int = 5
     trace_context: dict[str, str] = field(default_factory=dict)
+    # A hard timeout for this job, overriding its handler's: seconds, a duration like "10m", or
+    # a timedelta (None: the handler's, or none).
+    timeout: float | str | timedelta | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class ClaimedJob:
     lease_expires_at: datetime
     created_at: datetime
     last_error: str | None
+    # The job's own timeout in seconds, as stored (None: its handler's, or none).
+    timeout: float | None = None
 
 
 class LeaseState(enum.Enum):

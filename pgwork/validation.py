@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.keys import canonical_json, key_of_canonical
 from pgwork.models import NewJob
@@ -33,6 +34,9 @@ MAX_TRACE_CONTEXT_BYTES = 4096
 MAX_DELAY_SECONDS = 100 * 365 * 86400.0
 # last_error is kept, not grown without bound: the newest text wins.
 MAX_ERROR_CHARS = 8000
+# A job's hard timeout: above zero, at most a week (beyond that it is a typo, milliseconds for
+# seconds). The jobs table's CHECK constraint holds the same bounds (migration 0010).
+MAX_TIMEOUT_SECONDS = 7 * 86400.0
 
 
 class JobRow(NamedTuple):
@@ -47,6 +51,7 @@ class JobRow(NamedTuple):
     delay: float
     key: str
     trace_context: dict[str, str]
+    timeout: float | None = None
 
 
 def text_problem(text: str) -> str | None:
@@ -104,6 +109,32 @@ def check_int(value: Any, field: str, low: int, high: int, fix: str) -> int:
     if not low <= value <= high:
         raise InvalidArgument(field, f"{value} is out of range {low}..{high}", fix)
     return value
+
+
+def check_timeout(value: Any, field: str = "timeout") -> float | None:
+    """A hard timeout in seconds, or None for none: a number of seconds, a duration as people
+    write it ('10m', '1h30m'), or a timedelta; above zero and at most MAX_TIMEOUT_SECONDS."""
+    if value is None:
+        return None
+    fix = "give a duration above zero and at most 7d, like 30s, 10m or 2h; None for no timeout"
+    if isinstance(value, str):
+        try:
+            seconds = parse_duration(value, field)
+        except ValueError:
+            negative = value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity") or "-" in value
+            what = "is not a duration above zero" if negative else "is not a duration"
+            raise InvalidArgument(field, f"{_short(value)} {what}", fix) from None
+    elif isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(field, f"must be seconds or a duration, got {_short(value)}", fix)
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidArgument(field, f"{_short(value)} is not a duration above zero", fix)
+    if seconds > MAX_TIMEOUT_SECONDS:
+        raise InvalidArgument(field, f"{_short(value)} is more than 7 days (milliseconds for seconds?)", fix)
+    return seconds
 
 
 def check_id(value: Any, field: str = "id") -> int:
@@ -312,7 +343,10 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
             raise InvalidArgument("key", "must be 1..500 characters without NUL", "derive it from the work")
         key = check_text(job.key, "key", "derive it from the work", max_chars=500)
     trace_context = check_trace_context(job.trace_context)
-    return JobRow(job_type, payload_json, priority, max_attempts, job.available_at, float(delay), key, trace_context)
+    timeout = check_timeout(job.timeout)
+    return JobRow(
+        job_type, payload_json, priority, max_attempts, job.available_at, float(delay), key, trace_context, timeout
+    )
 
 
 def error_text(error: Any, limit: int = MAX_ERROR_CHARS) -> str:

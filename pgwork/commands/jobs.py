@@ -11,6 +11,7 @@ from typing import Any
 from pgwork import jobfile, tracing
 from pgwork.commands.common import UsageError, adder, job_ids, json_object, open_queue, seconds, whole
 from pgwork.tables import visible
+from pgwork.validation import check_timeout
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
@@ -24,6 +25,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     delay = seconds(args.delay, "--delay") if args.delay is not None else None
     priority = whole(args.priority, "--priority", "use 0..32767, lower runs first")
     max_attempts = whole(args.max_attempts, "--max-attempts", "use 1..32767")
+    timeout = check_timeout(args.timeout, "--timeout")
     provider = tracing.configure_from_env()
     try:
         with open_queue(args) as q:
@@ -37,6 +39,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 priority=priority,
                 delay=delay,
                 max_attempts=max_attempts,
+                timeout=timeout,
             )
     finally:
         tracing.shutdown(provider)
@@ -53,6 +56,7 @@ def _enqueue_file(args: argparse.Namespace) -> int:
         "--delay": args.delay is not None,
         "--priority": args.priority != "100",
         "--max-attempts": args.max_attempts != "5",
+        "--timeout": args.timeout is not None,
     }
     for flag, value in given.items():
         if value:
@@ -110,6 +114,7 @@ def register(sub: Any) -> None:
     p.add_argument("--priority", default="100", help="0..32767, lower runs first (default 100)")
     p.add_argument("--delay", help="run no sooner than this from now: 30, 30s, 5m")
     p.add_argument("--max-attempts", default="5", help="attempts before the job goes dead (default 5)")
+    p.add_argument("--timeout", help="hard timeout for this job, overriding its handler's: 30s, 10m, 2h (at most 7d)")
     p.add_argument(
         "--from-file",
         metavar="FILE",

@@ -18,7 +18,7 @@ logic below them shared in pgwork.db.params.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Self, TypeVar
 
 from psycopg import AsyncConnection
@@ -136,12 +136,14 @@ class AsyncQueue:
         available_at: datetime | None = None,
         max_attempts: int = 5,
         trace_context: dict[str, str] | None = None,
+        timeout: float | str | timedelta | None = None,
         conn: AnyAsyncConnection | None = None,
         now: datetime | None = None,
     ) -> int:
-        """Add one job; returns its id. With `conn`, the job exists iff the caller commits."""
+        """Add one job; returns its id. With `conn`, the job exists iff the caller commits.
+        `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout."""
         payload = {} if payload is None else payload
-        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {})
+        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout)
         return (await self.enqueue_many([job], conn=conn, now=now))[0]
 
     async def enqueue_many(

@@ -48,7 +48,7 @@ def copy_line(ordinal: int, row: JobRow) -> str:
     available = "\\N" if row.available_at is None else row.available_at.isoformat()
     return (
         f"{ordinal}\t{copy_text(row.job_type)}\t{copy_text(row.payload_json)}\t{row.priority}\t"
-        f"{row.max_attempts}\t{available}\t{row.delay!r}\t{copy_text(row.key)}\t{_trace(row)}\n"
+        f"{row.max_attempts}\t{available}\t{row.delay!r}\t{copy_text(row.key)}\t{_trace(row)}\t{_timeout(row)}\n"
     )
 
 
@@ -58,7 +58,7 @@ def load_line(row: JobRow, clock: Clock) -> str:
     available = row.available_at.isoformat() if row.available_at is not None else clock.after(row.delay)
     return (
         f"{copy_text(row.job_type)}\t{copy_text(row.payload_json)}\t{row.priority}\t{row.max_attempts}\t"
-        f"{available}\t{copy_text(row.key)}\t{_trace(row)}\n"
+        f"{available}\t{copy_text(row.key)}\t{_trace(row)}\t{_timeout(row)}\n"
     )
 
 
@@ -81,6 +81,10 @@ class Clock:
 
 def _trace(row: JobRow) -> str:
     return copy_text(json.dumps(row.trace_context, ensure_ascii=False)) if row.trace_context else "{}"
+
+
+def _timeout(row: JobRow) -> str:
+    return "\\N" if row.timeout is None else repr(row.timeout)
 
 
 def validated(jobs: Iterable[NewJob], max_payload_bytes: int) -> Iterator[JobRow]:

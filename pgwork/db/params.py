@@ -33,6 +33,7 @@ def unnest_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any
         "delays": [r.delay for r in rows],
         "keys": [r.key for r in rows],
         "trace_contexts": [Jsonb(r.trace_context) for r in rows],
+        "timeouts": [r.timeout for r in rows],
     }
 
 

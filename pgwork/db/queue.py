@@ -77,12 +77,14 @@ class Queue(Batches):
         available_at: datetime | None = None,
         max_attempts: int = 5,
         trace_context: dict[str, str] | None = None,
+        timeout: float | str | timedelta | None = None,
         conn: AnyConnection | None = None,
         now: datetime | None = None,
     ) -> int:
-        """Add one job; returns its id. With `conn`, the job exists iff the caller commits."""
+        """Add one job; returns its id. With `conn`, the job exists iff the caller commits.
+        `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout."""
         payload = {} if payload is None else payload
-        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {})
+        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout)
         return self.enqueue_many([job], conn=conn, now=now)[0]
 
     def enqueue_many(

@@ -59,6 +59,7 @@ def claimed_jobs(rows: Sequence[ClaimRow], owner: str) -> list[ClaimedJob]:
             lease_expires_at=r.lease_expires_at,
             created_at=r.created_at,
             last_error=r.last_error,
+            timeout=r.timeout_seconds,
         )
         for r in rows
     ]

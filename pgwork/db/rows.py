@@ -32,6 +32,7 @@ class JobRow:
     last_error: str | None
     idempotency_key: str
     trace_context: Any
+    timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class ClaimRow:
     lease_expires_at: datetime
     created_at: datetime
     last_error: str | None
+    timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True)

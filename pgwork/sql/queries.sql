@@ -38,15 +38,16 @@ SELECT pgwork.grant_profiles(%(role)s::text, %(profiles)s::text[]) AS applied;
 INSERT INTO pgwork.schema_version (version, name) VALUES (%(version)s, %(name)s);
 
 -- name: enqueue :many
-INSERT INTO pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context)
+INSERT INTO pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context,
+                         timeout_seconds)
 SELECT t.job_type, t.payload, t.priority, t.max_attempts,
        coalesce(t.available_at, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => t.delay)),
-       t.idempotency_key, t.trace_context
+       t.idempotency_key, t.trace_context, t.timeout_seconds
   FROM unnest(%(job_types)s::text[], %(payloads)s::jsonb[], %(priorities)s::smallint[],
               %(max_attempts)s::smallint[], %(available_ats)s::timestamptz[], %(delays)s::float8[],
-              %(keys)s::text[], %(trace_contexts)s::jsonb[])
+              %(keys)s::text[], %(trace_contexts)s::jsonb[], %(timeouts)s::float8[])
        WITH ORDINALITY AS t(job_type, payload, priority, max_attempts, available_at, delay,
-                            idempotency_key, trace_context, ord)
+                            idempotency_key, trace_context, timeout_seconds, ord)
  ORDER BY t.ord
 RETURNING id;
 
@@ -103,7 +104,7 @@ SELECT p.prosrc FROM pg_catalog.pg_proc AS p
 SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.attempt_count,
        j.max_attempts, j.created_at, j.available_at, j.started_at, j.completed_at,
        j.lease_owner, j.lease_token, j.lease_expires_at, j.heartbeat_at, j.cancel_requested_at,
-       j.last_error, j.idempotency_key, j.trace_context
+       j.last_error, j.idempotency_key, j.trace_context, j.timeout_seconds
   FROM pgwork.jobs AS j WHERE j.id = %(id)s;
 
 -- name: get_result :one
@@ -149,18 +150,19 @@ SELECT s.*, NULL::jsonb AS result FROM pgwork.job_status(%(id)s::bigint) AS s;
 -- name: enqueue_stage_create :exec
 CREATE TEMPORARY TABLE pg_temp.pgwork_enqueue_stage (
     ord bigint, job_type text, payload jsonb, priority smallint, max_attempts smallint,
-    available_at timestamptz, delay float8, idempotency_key text, trace_context jsonb
+    available_at timestamptz, delay float8, idempotency_key text, trace_context jsonb, timeout_seconds float8
 ) ON COMMIT DROP;
 
 -- name: enqueue_stage_copy :copy
 COPY pg_temp.pgwork_enqueue_stage (ord, job_type, payload, priority, max_attempts, available_at, delay,
-                                   idempotency_key, trace_context) FROM STDIN;
+                                   idempotency_key, trace_context, timeout_seconds) FROM STDIN;
 
 -- name: enqueue_stage_insert :many
-INSERT INTO pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context)
+INSERT INTO pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context,
+                         timeout_seconds)
 SELECT s.job_type, s.payload, s.priority, s.max_attempts,
        coalesce(s.available_at, coalesce(%(now)s::timestamptz, now()) + make_interval(secs => s.delay)),
-       s.idempotency_key, s.trace_context
+       s.idempotency_key, s.trace_context, s.timeout_seconds
   FROM pg_temp.pgwork_enqueue_stage AS s
  ORDER BY s.ord
 RETURNING id;
@@ -175,7 +177,8 @@ DROP TABLE pg_temp.pgwork_enqueue_stage;
 SELECT coalesce(%(now)s::timestamptz, now()) AS now;
 
 -- name: load_copy :copy
-COPY pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context)
+COPY pgwork.jobs (job_type, payload, priority, max_attempts, available_at, idempotency_key, trace_context,
+                 timeout_seconds)
 FROM STDIN;
 
 -- name: prune_batch :one

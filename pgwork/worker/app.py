@@ -2,7 +2,7 @@
 
     app = pgwork.App(os.environ["DATABASE_URL"])
 
-    @app.handler("ocr", max_attempts=3, backoff=pgwork.Backoff(base=10))
+    @app.handler("ocr", max_attempts=3, backoff=pgwork.Backoff(base=10), timeout="10m")
     def ocr(job: pgwork.Job) -> dict[str, Any]: ...
 
     job_id = app.enqueue("ocr", {"doc": 7})
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from pgwork.backoff import Backoff
@@ -30,8 +30,10 @@ from pgwork.db.wait import wait_for_job
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
+from pgwork.validation import check_timeout
 from pgwork.worker.options import is_app_name
 from pgwork.worker.registry import HandlerFunc, Registry
+from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
 
 if TYPE_CHECKING:
     from pgwork.worker.command import Stopper
@@ -45,6 +47,7 @@ class EnqueueOptions(TypedDict, total=False):
     delay: float | None
     available_at: datetime | None
     trace_context: dict[str, str] | None
+    timeout: float | str | timedelta | None
 
 
 class App:
@@ -77,13 +80,22 @@ class App:
     # -- handlers -------------------------------------------------------------------------
 
     def handler(
-        self, job_type: str, *, max_attempts: int | None = None, backoff: Backoff | None = None
+        self,
+        job_type: str,
+        *,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: float | str | timedelta | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
         """Register the decorated function for `job_type` on this App only. `max_attempts` is
-        the default `enqueue` gives its jobs; `backoff` spaces the retries of its failures."""
+        the default `enqueue` gives its jobs; `backoff` spaces the retries of its failures;
+        `timeout` ("10m", seconds, or a timedelta) bounds each attempt (a job's own overrides it)."""
+        seconds = check_timeout(timeout)  # at the decorator line, before any function is given
 
         def decorate(func: HandlerFunc) -> HandlerFunc:
-            return self.registry.register(job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff)
+            return self.registry.register(
+                job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff, timeout=seconds
+            )
 
         return decorate
 
@@ -133,7 +145,7 @@ class App:
         conn: AnyConnection | None = None,
         **options: Unpack[EnqueueOptions],
     ) -> int:
-        """Queue.enqueue (key, priority, delay, available_at, trace_context as there), with
+        """Queue.enqueue (key, priority, delay, available_at, trace_context, timeout as there), with
         `max_attempts` defaulting to the one the type's handler was registered with. With
         `conn`, the job exists iff the caller's transaction commits."""
         attempts = self.max_attempts_for(job_type) if max_attempts is None else max_attempts
@@ -172,11 +184,13 @@ class App:
         listen: bool = True,
         poll: float | str = "1s",
         connect_patience: float | str = "60s",
+        max_abandoned: int = DEFAULT_MAX_ABANDONED,
         handle_signals: bool = True,
     ) -> int:
         """Run this App's handlers in this process, as `pgwork worker --app MODULE:APP` would,
         until `stop_worker()`, SIGTERM/SIGINT (when called from the main thread and
-        `handle_signals`), or with `burst` until nothing is ready. Returns the exit code (0).
+        `handle_signals`), or with `burst` until nothing is ready. Returns the exit code: 0, or
+        3 once more handler threads got stuck past their timeouts than `max_abandoned`.
         Options are checked as the CLI's are; `metrics_port` is off (0) unless given."""
         from pgwork.worker import command
 
@@ -194,6 +208,7 @@ class App:
             listen=listen,
             poll=str(poll),
             connect_patience=str(connect_patience),
+            max_abandoned=str(max_abandoned),
         )
         stopper = command.Stopper()
         self._stopper = stopper

@@ -30,6 +30,7 @@ from pgwork.worker.heartbeat import TRANSIENT
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
 from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.runtime import Worker
+from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED, EXIT_ABANDONED
 
 log = logging.getLogger("pgwork.worker")
 
@@ -72,6 +73,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="60s",
         help="at startup, how long to retry an unreachable database before exiting 2 (default 60s)",
     )
+    p.add_argument(
+        "--max-abandoned",
+        default=str(DEFAULT_MAX_ABANDONED),
+        metavar="N",
+        help="handler threads stuck past their timeout to tolerate; one more and the worker drains and exits "
+        f"{EXIT_ABANDONED} (default {DEFAULT_MAX_ABANDONED})",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> WorkerOptions:
@@ -89,6 +97,7 @@ def options_from_args(args: argparse.Namespace) -> WorkerOptions:
         listen=not args.no_listen,
         poll=args.poll,
         connect_patience=args.connect_patience,
+        max_abandoned=args.max_abandoned,
     )
 
 

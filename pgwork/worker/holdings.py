@@ -11,6 +11,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from opentelemetry import trace
+
 from pgwork.models import ClaimedJob, Lease
 from pgwork.worker.registry import Job
 
@@ -32,6 +34,15 @@ class Held:
     lease_deadline: float = 0.0
     state: HeldState = HeldState.WAITING
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set by the runner as the handler starts (pgwork.worker.watchdog reads them): the attempt's
+    # hard timeout (None: none), its monotonic deadline, the runner thread and the job's span.
+    timeout: float | None = None
+    deadline: float | None = None
+    runner: threading.Thread | None = None
+    span: trace.Span | None = None
+    # The watchdog told the handler to stop; then gave up on its thread and wrote the outcome.
+    told: bool = False
+    abandoned: bool = False
 
     def __post_init__(self) -> None:
         if not self.lease_deadline:

@@ -70,6 +70,24 @@ class WorkerMetrics:
             ["job_type"],
             registry=r,
         )
+        self.timed_out = Counter(
+            "pgwork_jobs_timed_out_total",
+            "Attempts that passed their hard timeout, by job type (each also counts as retry or dead).",
+            ["job_type"],
+            registry=r,
+        )
+        self.abandoned = Counter(
+            "pgwork_jobs_abandoned_total",
+            "Attempts whose handler did not return when told to stop after its timeout: failed without it, "
+            "its thread given up on and replaced.",
+            ["job_type"],
+            registry=r,
+        )
+        self.abandoned_threads = Gauge(
+            "pgwork_worker_abandoned_threads",
+            "Handler threads this worker gave up on that are still running (past --max-abandoned it drains and exits).",
+            registry=r,
+        )
 
     def watch(self, holdings: Holdings, job_types: Iterable[str]) -> None:
         """Called once at worker start: the series every dashboard and alert reads exist from the
@@ -78,6 +96,8 @@ class WorkerMetrics:
         is the start time: no renewal is owed before one interval has passed."""
         for job_type in job_types:
             self.lease_lost.labels(job_type)
+            self.timed_out.labels(job_type)
+            self.abandoned.labels(job_type)
             for outcome in OUTCOMES:
                 self.jobs_finished.labels(job_type, outcome)
                 self.job_duration.labels(job_type, outcome)

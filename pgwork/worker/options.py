@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pgwork.durations import parse_duration
 from pgwork.validation import text_problem
+from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
 
 # MODULE, or MODULE:NAME for a pgwork.App object in it.
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
@@ -43,6 +44,9 @@ class WorkerOptions:
     listen: bool = True
     poll: float = 1.0
     connect_patience: float = 60.0  # a starting worker's retries before it exits 2
+    # Handler threads stuck past their timeout that a worker tolerates; one more and it drains
+    # and exits EXIT_ABANDONED (pgwork.worker.timeouts).
+    max_abandoned: int = DEFAULT_MAX_ABANDONED
 
     @property
     def capacity(self) -> int:
@@ -92,6 +96,7 @@ def parse_options(
     listen: bool = True,
     poll: str = "1s",
     connect_patience: str = "60s",
+    max_abandoned: str = str(DEFAULT_MAX_ABANDONED),
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
     if not is_app_name(app):
@@ -140,6 +145,7 @@ def parse_options(
         raise OptionError(
             "--connect-patience", f"{connect_patience!r} is over an hour", "use at most 1h; 60s is the default"
         )
+    n_abandoned = _int(max_abandoned, "--max-abandoned", 0, MAX_CONCURRENCY)
     return WorkerOptions(
         app=app,
         worker_id=owner,
@@ -154,4 +160,5 @@ def parse_options(
         listen=listen,
         poll=poll_s,
         connect_patience=patience_s,
+        max_abandoned=n_abandoned,
     )

@@ -21,6 +21,7 @@ from pgwork.models import Completion, FailOutcome
 from pgwork.validation import result_json
 from pgwork.worker.describe import describe_error, error_type, redact_message
 from pgwork.worker.registry import PermanentError, StopReason
+from pgwork.worker.timeouts import timeout_message
 
 
 class Outcome(enum.Enum):
@@ -68,9 +69,11 @@ def decide(
     max_attempts: int,
     backoff: float,
     now: datetime,
+    timeout: float | None = None,
 ) -> Decision:
     """The outcome of one attempt (see the module doc). `released`: shutdown already gave the job
-    back, so the runner writes nothing; `backoff`: the retry delay for this attempt."""
+    back, so the runner writes nothing; `backoff`: the retry delay for this attempt; `timeout`:
+    the attempt's hard timeout, named in the error when it was told to stop for it."""
     if released:
         return Decision(Outcome.RELEASED)
     if ended.unreadable is not None:
@@ -79,6 +82,10 @@ def decide(
         return Decision(Outcome.CANCELLED)
     if stop is StopReason.LEASE_LOST:
         return lost()
+    if stop is StopReason.TIMED_OUT:
+        return timed_out(
+            timeout or 0.0, returned=True, attempt=attempt, max_attempts=max_attempts, backoff=backoff, now=now
+        )
     if ended.error is not None:
         exc = ended.error
         retryable = not isinstance(exc, PermanentError)
@@ -91,6 +98,38 @@ def decide(
         problem = f"handler returned a result that cannot be stored: {exc}"
         return _dead(problem, "invalid_result", attempt, max_attempts, now)
     return Decision(Outcome.SUCCEEDED, result_json=text)
+
+
+def timed_out(
+    timeout: float, *, returned: bool, attempt: int, max_attempts: int, backoff: float, now: datetime
+) -> Decision:
+    """An attempt past its hard timeout: a retryable failure (retried by its backoff, dead once
+    its attempts are used up) whose error says so, whether the handler returned when told
+    (`returned`) or was abandoned."""
+    failure = decide_failure(attempt, max_attempts, True, backoff, now)
+    outcome = Outcome.RETRY if failure.state == "pending" else Outcome.DEAD
+    text = timeout_message(timeout, returned=returned)
+    return Decision(outcome, None, failure, text, "timed_out", text)
+
+
+def abandoned(
+    stop: StopReason | None, timeout: float, *, attempt: int, max_attempts: int, backoff: float, now: datetime
+) -> Decision:
+    """An attempt whose handler did not return after being told to stop: the outcome written
+    without it. A cancellation asked for first still ends as cancelled, a lost lease writes
+    nothing, and a timeout fails the attempt."""
+    if stop is StopReason.CANCELLED:
+        return Decision(Outcome.CANCELLED)
+    if stop is StopReason.LEASE_LOST:
+        return lost()
+    return timed_out(timeout, returned=False, attempt=attempt, max_attempts=max_attempts, backoff=backoff, now=now)
+
+
+def worker_error(text: str, attempt: int, max_attempts: int, backoff: float, now: datetime) -> Decision:
+    """The worker itself failed while finishing the job: a retryable failure, recorded (fenced) so
+    the row does not stay `running` until its lease lapses."""
+    failure = decide_failure(attempt, max_attempts, True, backoff, now)
+    return Decision(Outcome.RETRY if failure.state == "pending" else Outcome.DEAD, failure=failure, error=text)
 
 
 def refused_result(problem: str, attempt: int, max_attempts: int, now: datetime) -> Decision:

@@ -10,11 +10,12 @@ import enum
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from pgwork.backoff import Backoff
 from pgwork.errors import InvalidArgument
-from pgwork.validation import check_int, check_job_type
+from pgwork.validation import check_int, check_job_type, check_timeout
 
 HandlerFunc = Callable[["Job"], Any]
 
@@ -31,6 +32,7 @@ class StopReason(enum.Enum):
     LEASE_LOST = "lease_lost"  # a renewal matched no row: another worker may hold the job now
     CANCELLED = "cancelled"  # someone ran `pgwork cancel` on the running job
     SHUTDOWN = "shutdown"  # the drain grace ran out; the job was released back to pending
+    TIMED_OUT = "timed_out"  # the job's hard timeout passed (pgwork.worker.watchdog)
 
 
 @dataclass
@@ -68,6 +70,10 @@ class Job:
     def cancelled(self) -> bool:
         return self._reason is StopReason.CANCELLED
 
+    @property
+    def timed_out(self) -> bool:
+        return self._reason is StopReason.TIMED_OUT
+
     def sleep(self, seconds: float) -> bool:
         """Wait `seconds`; returns False early if the job must stop (lost, cancelled, released)."""
         return not self._stop.wait(max(0.0, seconds))
@@ -84,12 +90,14 @@ class Job:
 class HandlerSpec:
     """What a handler was registered with besides its function. `max_attempts` is the default
     App.enqueue gives jobs of its type (None: the Queue's default of 5); `backoff` spaces the
-    retries of its failed attempts (None: the worker Queue's backoff)."""
+    retries of its failed attempts (None: the worker Queue's backoff); `timeout` is the hard
+    timeout in seconds of each attempt (None: none), which a job's own timeout overrides."""
 
     job_type: str
     func: HandlerFunc
     max_attempts: int | None = None
     backoff: Backoff | None = None
+    timeout: float | None = None
 
 
 class Registry:
@@ -99,9 +107,16 @@ class Registry:
         self._specs: dict[str, HandlerSpec] = {}
 
     def register(
-        self, job_type: str, func: HandlerFunc, *, max_attempts: int | None = None, backoff: Backoff | None = None
+        self,
+        job_type: str,
+        func: HandlerFunc,
+        *,
+        max_attempts: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: float | str | timedelta | None = None,
     ) -> HandlerFunc:
         check_job_type(job_type)
+        seconds = check_timeout(timeout)
         if max_attempts is not None:
             check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1 (1 means no retry)")
         if backoff is not None and not isinstance(backoff, Backoff):
@@ -113,7 +128,7 @@ class Registry:
             raise ValueError(
                 f"job type {job_type!r} already has a handler ({_name(existing.func)}); register one handler per type"
             )
-        self._specs[job_type] = HandlerSpec(job_type, func, max_attempts, backoff)
+        self._specs[job_type] = HandlerSpec(job_type, func, max_attempts, backoff, seconds)
         return func
 
     def get(self, job_type: str) -> HandlerFunc | None:
@@ -159,11 +174,13 @@ class Registry:
 REGISTRY = Registry()
 
 
-def handler(job_type: str) -> Callable[[HandlerFunc], HandlerFunc]:
-    """Register the decorated function as the handler for `job_type`."""
+def handler(job_type: str, *, timeout: float | str | timedelta | None = None) -> Callable[[HandlerFunc], HandlerFunc]:
+    """Register the decorated function as the handler for `job_type`. `timeout` ("10m", seconds,
+    or a timedelta) bounds each attempt: past it the attempt fails and retries by its backoff."""
+    seconds = check_timeout(timeout)  # at the decorator line, before any function is given
 
     def decorate(func: HandlerFunc) -> HandlerFunc:
-        return REGISTRY.register(job_type, func)
+        return REGISTRY.register(job_type, func, timeout=seconds)
 
     return decorate
 

@@ -36,16 +36,19 @@ from pgwork.validation import result_problem
 from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.claimgate import ClaimGate, ClaimRoom
 from pgwork.worker.describe import describe_error, first_line, payload_problem, usable_trace_context
+from pgwork.worker.enforce import Enforcer, arm
 from pgwork.worker.finishes import Finisher, Pending, retry_write
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.outcome import Decision, Ended, Outcome, decide
+from pgwork.worker.outcome import Ended, Outcome, decide, worker_error
 from pgwork.worker.registry import Job, Registry, StopReason
 from pgwork.worker.runners import Runners
 from pgwork.worker.slots import claim_size
+from pgwork.worker.timeouts import EXIT_ABANDONED
 from pgwork.worker.wakeup import WakeListener
+from pgwork.worker.watchdog import Watchdog
 
 log = logging.getLogger("pgwork.worker")
 
@@ -131,6 +134,16 @@ class Worker:
             # One runner: it writes its own outcome (and claims its next job) without a hand-off.
             inline=options.concurrency == 1,
         )
+        enforcer = Enforcer(
+            queue,
+            self._runners,
+            self._finisher,
+            self.metrics,
+            max_abandoned=options.max_abandoned,
+            give_up=self._give_up,
+        )
+        self._watchdog = Watchdog(self.holdings, enforcer.tell, enforcer.abandon)
+        self.exit_code = 0
         self._server: MetricsServer | None = None
         self._last_tick = time.monotonic()
         self._claim_ok = False
@@ -150,6 +163,15 @@ class Worker:
             self._set_deadline(now + self.options.grace)
             self._stop.set()
         self._wake.set()
+
+    def _give_up(self, why: str) -> None:
+        """Too many stuck threads: stop claiming, drain the rest, and exit non-zero so the pod
+        is restarted (a thread cannot be killed; a process can)."""
+        if self.exit_code == EXIT_ABANDONED:
+            return
+        log.error("%s: no new claims; draining, then exiting %d for a restart", why, EXIT_ABANDONED)
+        self.exit_code = EXIT_ABANDONED
+        self.request_stop()
 
     def _set_deadline(self, grace_ends: float) -> None:
         if self._grace_ends is not None and self._grace_ends <= grace_ends:
@@ -189,11 +211,13 @@ class Worker:
     # -- the loop -------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Work until stopped (or, with --burst, until nothing is ready or running). Returns 0."""
+        """Work until stopped (or, with --burst, until nothing is ready or running). Returns 0,
+        or EXIT_ABANDONED after more handler threads got stuck than --max-abandoned allows."""
         self.start_metrics()
         self._heartbeat.start()
         self._runners.start()
         self._finisher.start()
+        self._watchdog.start()
         if self._listener is not None:
             self._listener.start()
         log.info(
@@ -213,6 +237,7 @@ class Worker:
             self._runners.stop()
             self._finisher.stop()
             self._finisher.join(self.remaining() if self._shutdown_deadline is not None else None)
+            self._watchdog.stop()
             self._heartbeat.stop()
             if self._listener is not None:
                 self._listener.stop()
@@ -228,7 +253,7 @@ class Worker:
             # as long as usual again.
             self.queue.give_up_at(None)
         log.info("worker %s stopped", self.options.worker_id)
-        return 0
+        return self.exit_code
 
     def _loop(self) -> None:
         claim_backoff = 0.0
@@ -319,14 +344,20 @@ class Worker:
     def _run_job(self, held: Held) -> None:
         if self._stop.is_set():
             return  # draining: jobs not yet started are released, not begun
+        spec = self.registry.spec(held.claimed.job_type)
+        arm(held, spec.timeout if spec is not None else None)
         if not held.transition({HeldState.WAITING}, HeldState.RUNNING):
             return  # released on shutdown before it started
         span: trace.Span | None = None
         submitted = inline = False
         try:
-            span = self._start_span(held)
+            span = held.span = self._start_span(held)
             ended = self._call(held, span)
             released = not held.transition({HeldState.RUNNING}, HeldState.FINISHING)
+            if held.abandoned:
+                # The watchdog failed this attempt without us; its token no longer holds the job.
+                log.info("job %s: an abandoned handler returned late; nothing is written", held.claimed.id)
+                return
             job = held.job
             decision = decide(
                 ended,
@@ -336,6 +367,7 @@ class Worker:
                 max_attempts=job.max_attempts,
                 backoff=self.queue.backoff_for(held.claimed.job_type).delay(job.attempt),
                 now=datetime.now(UTC),
+                timeout=held.timeout,
             )
             if decision.outcome is Outcome.RELEASED:
                 # Shutdown gave it back while the handler ran; the releaser wrote and counted it.
@@ -353,20 +385,18 @@ class Worker:
             inline = self._finisher.submit(Pending(held, decision, span))
         except BaseException as exc:  # a bug here must not take the process down
             log.error("job %s: runner failed: %s", held.claimed.id, describe_error(exc))
-            if not submitted and held.transition({HeldState.RUNNING, HeldState.FINISHING}, HeldState.FINISHING):
+            if (
+                not submitted
+                and not held.abandoned
+                and held.transition({HeldState.RUNNING, HeldState.FINISHING}, HeldState.FINISHING)
+            ):
                 # Recorded as a failed attempt (fenced: a job already finished is untouched), so
                 # the row does not stay `running` until its lease lapses. The reaper is the backstop.
                 text = f"pgwork worker error while finishing the job: {describe_error(exc)}"
-                failed = decide(
-                    Ended(error=RuntimeError(text)),
-                    None,
-                    released=False,
-                    attempt=held.job.attempt,
-                    max_attempts=held.job.max_attempts,
-                    backoff=self.queue.backoff_for(held.claimed.job_type).delay(held.job.attempt),
-                    now=datetime.now(UTC),
-                )
-                self._finisher.submit(Pending(held, Decision(failed.outcome, failure=failed.failure, error=text), span))
+                job = held.job
+                backoff = self.queue.backoff_for(held.claimed.job_type).delay(job.attempt)
+                failed = worker_error(text, job.attempt, job.max_attempts, backoff, datetime.now(UTC))
+                self._finisher.submit(Pending(held, failed, span))
         finally:
             if not inline:  # else the write already claimed into this runner's room, and woke the loop
                 self._wake.set()  # a runner is free: the main loop may claim again

@@ -145,9 +145,18 @@ SELECT idempotency_key, id, job_type, 'old-pod', '{"ok": true}' FROM pgwork.jobs
 """
 
 
+# Version 1's columns of pgwork.jobs: a later migration's new column (0010's timeout_seconds) is
+# NULL on every row it finds, which its own tests check; a snapshot compares what was there.
+V1_COLUMNS = (
+    "id, job_type, payload, status, priority, attempt_count, max_attempts, created_at, available_at, started_at, "
+    "completed_at, lease_owner, lease_token, lease_expires_at, heartbeat_at, cancel_requested_at, last_error, "
+    "idempotency_key, trace_context"
+)
+
+
 def _snapshot(dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     with psycopg.connect(dsn) as conn:
-        jobs = conn.execute("SELECT * FROM pgwork.jobs ORDER BY id").fetchall()
+        jobs = conn.execute(f"SELECT {V1_COLUMNS} FROM pgwork.jobs ORDER BY id").fetchall()
         results = conn.execute("SELECT * FROM pgwork.job_results ORDER BY idempotency_key").fetchall()
     return jobs, results
 

@@ -65,3 +65,10 @@ def watch(job: Job) -> dict[str, str]:
     if marker:
         Path(marker).write_text(reason)
     return {"reason": reason}
+
+
+@pgwork.handler("stuck", timeout="1s")
+def stuck(job: Job) -> dict[str, Any]:
+    """Overruns its 1s timeout ignoring every stop request, like a call into a hung library."""
+    time.sleep(float(job.payload.get("seconds", 60)))
+    return {"late": True}

@@ -49,8 +49,10 @@ def test_unreadable_invoices_say_what_is_wrong(change: object, error: str) -> No
 def test_plan_is_deterministic_with_each_role() -> None:
     docs = plan("run1", 10, seed=5)
     assert docs == plan("run1", 10, seed=5)
-    assert [d.role for d in docs[:4]] == ["long", "flaky", "poison", "flaky"]
-    assert {d.role for d in docs[4:]} == {"clean"}
+    assert [d.role for d in docs[:5]] == ["long", "flaky", "poison", "flaky", "hung"]
+    assert {d.role for d in docs[5:]} == {"clean"}
+    assert (docs[4].job.timeout, docs[4].job.max_attempts) == (1.0, 2)  # its own timeout, set at enqueue
+    assert all(d.job.timeout is None for d in docs if d.role != "hung")
     assert docs[0].job.priority == 0 and all(d.job.priority == 100 for d in docs[1:])
     assert len({d.job.key for d in docs}) == 10 and all(d.job.key.startswith("demo:run1:INV-") for d in docs)  # type: ignore[union-attr]
     with pytest.raises(invoices.InvoiceParseError):
@@ -97,9 +99,12 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
     assert [(s, a) for s, a, _ in by_role["flaky"]] == [("succeeded", 3)] * 2
     assert [(s, a) for s, a, _ in by_role["poison"]] == [("dead", 1)]
     assert "pgwork.PermanentError: unreadable invoice" in (by_role["poison"][0][2] or "")
+    assert [(s, a) for s, a, _ in by_role["hung"]] == [("dead", 2)]
+    assert (by_role["hung"][0][2] or "").startswith("timed out after 1s (the handler stopped when told")
+    assert "Timed out (1)" in out and "attempt 1: timed out after 1s" in out
     assert {s for s, _, _ in by_role["clean"]} == {"succeeded"}
-    assert results == (23,)
-    assert "Result rows: 23; succeeded jobs: 23" in out
+    assert results == (22,)
+    assert "Result rows: 22; succeeded jobs: 22" in out
 
 
 @pytest.mark.slow
@@ -108,5 +113,5 @@ def test_demo_with_no_database_url_starts_its_own_postgres() -> None:
     proc = run_demo(env, "--documents", "8", "--workers", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "starting a throwaway embedded PostgreSQL" in proc.stdout
-    assert "Result rows: 7; succeeded jobs: 7" in proc.stdout
+    assert "Result rows: 6; succeeded jobs: 6" in proc.stdout
     assert "Every invariant held" in proc.stdout

@@ -3,7 +3,9 @@
 `demo.extract_invoice` reads the fields out of an invoice's text. It first spends
 `work_seconds` "scanning" (standing in for OCR or a model call), then parses. A document marked
 `flaky_failures: N` fails its first N attempts as an unreliable backend would; a document that
-does not parse is a PermanentError (dead at once: no retry can fix a torn scan).
+does not parse is a PermanentError (dead at once: no retry can fix a torn scan). Each attempt
+has 30 seconds (the handler's timeout); a job enqueued with its own timeout gets that instead,
+and one that overruns it is told to stop (its `job.sleep` returns False) and fails as timed out.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pgwork import Job, PermanentError
 from pgwork.tools.demo import JOB_TYPE, invoices
 
 
-@pgwork.handler(JOB_TYPE)
+@pgwork.handler(JOB_TYPE, timeout="30s")
 def extract_invoice(job: Job) -> dict[str, Any]:
     if not job.sleep(float(job.payload.get("work_seconds", 0.5))):
         # Lost, cancelled or released: whatever we return now is discarded anyway.

@@ -2,9 +2,10 @@
 
 With no DATABASE_URL (or --dsn) it starts a throwaway embedded PostgreSQL; with one it uses that
 database and creates nothing outside the `pgwork` schema. It enqueues invoices for real
-extraction, a few flaky ones and one poison document, runs several real `pgwork worker`
-processes, SIGKILLs one mid-job so the lease lapses and the reaper hands the job on, and ends
-with the operator's view: succeeded, retried, dead, reclaimed, and one result row per success.
+extraction, a few flaky ones, one poison document and one scan that hangs past its timeout, runs
+several real `pgwork worker` processes, SIGKILLs one mid-job so the lease lapses and the reaper
+hands the job on, and ends with the operator's view: succeeded, retried, timed out, dead,
+reclaimed, and one result row per success.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ LEASE = "3s"
 HEARTBEAT = "1s"
 # How long the job that gets its worker killed "scans": long enough to be killed mid-job.
 LONG_SCAN_SECONDS = 5.0
+# The scan that hangs: it would take HUNG_SCAN_SECONDS, its job's own timeout stops it far sooner,
+# twice (its two attempts), and it ends dead with the timeout as its error.
+HUNG_SCAN_SECONDS = 4.0
+HUNG_TIMEOUT = 1.0
+HUNG_ATTEMPTS = 2
+SECONDS = {"long": LONG_SCAN_SECONDS, "hung": HUNG_SCAN_SECONDS}
 RUN_LIMIT = 90.0
 FINISHED = ("succeeded", "dead", "cancelled")
 
@@ -55,31 +62,35 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Document:
-    role: str  # clean, flaky, poison, long
+    role: str  # clean, flaky, poison, long, hung
     job: NewJob
 
 
 def plan(run: str, count: int, seed: int) -> list[Document]:
     """The batch: one long scan (claimed first, its worker gets killed), two flaky documents
-    that fail twice, one poison document, the rest clean. Pure: same arguments, same batch."""
+    that fail twice, one poison document, one scan that hangs past its own timeout, the rest
+    clean. Pure: same arguments, same batch."""
     rng = random.Random(seed)
     docs = []
     for n in range(1, count + 1):
         invoice = invoices.generate(rng, n)
         text = invoices.render(invoice)
-        role = {1: "long", 2: "flaky", 3: "poison", 4: "flaky"}.get(n, "clean")
+        role = {1: "long", 2: "flaky", 3: "poison", 4: "flaky", 5: "hung"}.get(n, "clean")
         payload: dict[str, Any] = {
             "run": run,
             "document": f"scan-{n:03d}.pdf",
             "role": role,
             "text": invoices.garble(text, rng) if role == "poison" else text,
-            "work_seconds": LONG_SCAN_SECONDS if role == "long" else round(rng.uniform(0.3, 1.2), 2),
+            "work_seconds": SECONDS.get(role) or round(rng.uniform(0.3, 1.2), 2),
         }
         if role == "flaky":
             payload["flaky_failures"] = 2
         # The key comes from the work (the invoice), scoped to this run so re-runs start fresh.
         key = f"demo:{run}:{invoice.number}"
-        docs.append(Document(role, NewJob(JOB_TYPE, payload, key=key, priority=0 if role == "long" else 100)))
+        priority = 0 if role == "long" else 100
+        # The hung scan's own timeout (set at enqueue) overrides the handler's generous one.
+        limits: dict[str, Any] = {"timeout": HUNG_TIMEOUT, "max_attempts": HUNG_ATTEMPTS} if role == "hung" else {}
+        docs.append(Document(role, NewJob(JOB_TYPE, payload, key=key, priority=priority, **limits)))
     return docs
 
 
@@ -108,10 +119,11 @@ class Demo:
             docs = plan(self.run_id, self.n_documents, self.seed)
             ids = queue.enqueue_many([d.job for d in docs])
             roles = {job_id: d.role for job_id, d in zip(ids, docs, strict=True)}
-            counts = {r: list(roles.values()).count(r) for r in ("clean", "flaky", "poison", "long")}
+            counts = {r: list(roles.values()).count(r) for r in ("clean", "flaky", "poison", "long", "hung")}
             self.say(
                 f"enqueued {len(ids)} invoices (run {self.run_id}): {counts['clean']} clean, "
-                f"{counts['flaky']} flaky (fail twice), {counts['poison']} poison, {counts['long']} long scan"
+                f"{counts['flaky']} flaky (fail twice), {counts['poison']} poison, {counts['long']} long scan, "
+                f"{counts['hung']} hung scan (its own {HUNG_TIMEOUT:g}s timeout, {HUNG_ATTEMPTS} attempts)"
             )
             # What the reaper CronJob does, every half second.
             reaper = Reaper(
@@ -157,6 +169,7 @@ class Demo:
         long_id = next(i for i, r in roles.items() if r == "long")
         seen_running: float | None = None
         killed = False
+        timeouts_seen: set[tuple[int, int]] = set()
         last_progress = 0.0
         deadline = time.monotonic() + RUN_LIMIT
         while True:
@@ -173,6 +186,13 @@ class Demo:
                     self.say(
                         f"SIGKILL {owner} (pid {victim.pid}) mid-job: it held job(s) {held}; their rows still say "
                         f"running until the {LEASE} lease lapses"
+                    )
+            for i, r in rows.items():
+                if "timed out after" in (r["last_error"] or "") and (i, r["attempt_count"]) not in timeouts_seen:
+                    timeouts_seen.add((i, r["attempt_count"]))
+                    self.say(
+                        f"job {i} ({r['payload']['document']}) attempt {r['attempt_count']}: "
+                        f"{first_line(r['last_error'])} -> {r['status']}"
                     )
             if time.monotonic() - last_progress >= 1.0:
                 last_progress = time.monotonic()
@@ -205,6 +225,11 @@ class Demo:
             for i, r in sorted(rows.items())
             if r["status"] == "succeeded"
         ]
+        timed_out = [
+            {"id": i, "document": r["payload"]["document"], "attempts": f"{r['attempt_count']}/{r['max_attempts']}",
+             "timeout": f"{r['timeout_seconds']:g}s", "status": r["status"], "last_error": first_line(r["last_error"])}
+            for i, r in sorted(rows.items()) if "timed out after" in (r["last_error"] or "")
+        ]  # fmt: skip
         retried = [
             {"id": i, "document": r["payload"]["document"], "role": roles[i], "attempts": r["attempt_count"],
              "status": r["status"], "last_error": first_line(r["last_error"])}
@@ -227,6 +252,8 @@ class Demo:
         print(render(succeeded))
         print(f"\nRetried, then finished ({len(retried)}): failures kept in last_error, backoff via available_at")
         print(render(retried))
+        print(f"\nTimed out ({len(timed_out)}): past its timeout the handler was told to stop; retried, then dead")
+        print(render(timed_out))
         print(f"\nDead ({len(dead)}): out of attempts or a PermanentError, with the error kept")
         print(render(dead))
         print(f"\nReclaimed after the SIGKILL ({len(reclaimed)}): lease lapsed, reaper handed it on")
@@ -277,6 +304,8 @@ def check(rows: dict[int, dict[str, Any]], roles: dict[int, str], n_results: int
             problems.append(f"flaky job {i} is {r['status']} after {r['attempt_count']} attempts, not succeeded at 3")
         if role == "long" and (r["status"] != "succeeded" or r["attempt_count"] != 2):
             problems.append(f"long job {i} is {r['status']} at attempt {r['attempt_count']}, not succeeded at 2")
+        if role == "hung" and (r["status"] != "dead" or "timed out after" not in (r["last_error"] or "")):
+            problems.append(f"hung job {i} is {r['status']} ({first_line(r['last_error'])}), not dead by its timeout")
         if role == "clean" and r["status"] != "succeeded":
             problems.append(f"clean job {i} is {r['status']}")
     return problems
