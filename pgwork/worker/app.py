@@ -3,7 +3,7 @@
     app = pgwork.App(os.environ["DATABASE_URL"])
 
     @app.handler("ocr", max_attempts=3, backoff=pgwork.Backoff(base=10))
-    def ocr(job: pgwork.Job) -> dict[str, Any]: ...
+    def ocr(job: pgwork.Job) -> dict[str, Any]: ...      # or: async def ocr(job) -> ...
 
     job_id = app.enqueue("ocr", {"doc": 7})
     app.wait(job_id, timeout=60)         # the result, or JobFailed / WaitTimeout
@@ -31,7 +31,7 @@ from pgwork.dsn import resolve_dsn
 from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
 from pgwork.worker.options import is_app_name
-from pgwork.worker.registry import HandlerFunc, Registry
+from pgwork.worker.registry import F, Registry
 
 if TYPE_CHECKING:
     from pgwork.worker.command import Stopper
@@ -78,12 +78,14 @@ class App:
 
     def handler(
         self, job_type: str, *, max_attempts: int | None = None, backoff: Backoff | None = None
-    ) -> Callable[[HandlerFunc], HandlerFunc]:
-        """Register the decorated function for `job_type` on this App only. `max_attempts` is
-        the default `enqueue` gives its jobs; `backoff` spaces the retries of its failures."""
+    ) -> Callable[[F], F]:
+        """Register the decorated function (plain or `async def`) for `job_type` on this App
+        only. `max_attempts` is the default `enqueue` gives its jobs; `backoff` spaces the
+        retries of its failures."""
 
-        def decorate(func: HandlerFunc) -> HandlerFunc:
-            return self.registry.register(job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff)
+        def decorate(func: F) -> F:
+            self.registry.register(job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff)
+            return func
 
         return decorate
 
