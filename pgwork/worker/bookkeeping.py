@@ -64,7 +64,7 @@ def _log(p: Pending, outcome: Outcome, now: float) -> None:
             " (duplicate: its key already had a result)" if outcome is Outcome.DUPLICATE else "",
         )
     elif outcome is Outcome.CANCELLED:
-        log.info("job %s: cancelled while running; stopped", job.id)
+        log.info("job %s (%s) attempt %d cancelled while running; stopped", job.id, job.job_type, job.attempt)
     elif outcome in (Outcome.RETRY, Outcome.DEAD):
         lines = (p.decision.error or "").strip().splitlines()
         log.warning(

@@ -4,7 +4,8 @@ The loop only runs handlers. Claims, heartbeats and finishes stay on their own t
 connections, so a handler that blocks the loop (time.sleep, a synchronous HTTP or database call
 inside an `async def`) delays the other async jobs and their cancellation, but never a lease
 renewal. Such a block is noticed: a watcher task that should wake every LAG_TICK seconds logs a
-warning when it wakes LAG_WARN or more late, naming the async jobs in flight.
+warning when it wakes LAG_WARN or more late, naming the async jobs that were on the loop
+meanwhile (one of them blocked it).
 
 `cancel` is the one place where a running async job is cancelled (its task gets CancelledError at
 the await it is waiting in); a job's stop request (cancellation, lease lost, shutdown, a timeout)
@@ -43,6 +44,9 @@ class EventLoop(threading.Thread):
         self._loop = asyncio.new_event_loop()
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._types: dict[int, str] = {}  # of the jobs in _tasks, for the blocked-loop warning
+        # The jobs on the loop at any time since the watcher last woke: one of them blocked it
+        # if it wakes late (the one that did may have finished by then).
+        self._window: dict[int, str] = {}
         self._lag_warn = lag_warn
         self._last_warning = float("-inf")
         self.longest_lag = 0.0  # seconds; the worst wake-up delay seen, for tests and logs
@@ -85,7 +89,7 @@ class EventLoop(threading.Thread):
         job_id = held.claimed.id
         task = self._loop.create_task(run(held), name=f"pgwork-job-{job_id}")
         self._tasks[job_id] = task
-        self._types[job_id] = held.claimed.job_type
+        self._types[job_id] = self._window[job_id] = held.claimed.job_type
 
         def ended(_: asyncio.Task[None]) -> None:
             self._tasks.pop(job_id, None)
@@ -114,6 +118,7 @@ class EventLoop(threading.Thread):
     async def _watch(self) -> None:
         while True:
             before = time.monotonic()
+            self._window = dict(self._types)
             await asyncio.sleep(LAG_TICK)
             lag = time.monotonic() - before - LAG_TICK
             self.longest_lag = max(self.longest_lag, lag)
@@ -122,12 +127,11 @@ class EventLoop(threading.Thread):
                 log.warning(
                     "event loop blocked for %.1fs: an async handler ran blocking code without awaiting "
                     "(time.sleep, a synchronous HTTP or database call); every async job here waited. "
-                    "Async jobs in flight: %s. Use await (asyncio.sleep, an async client) or "
+                    "Async jobs on the loop meanwhile: %s. Use await (asyncio.sleep, an async client) or "
                     "asyncio.to_thread for blocking calls; PYTHONASYNCIODEBUG=1 makes asyncio name the slow task",
                     lag,
                     self._in_flight(),
                 )
 
     def _in_flight(self) -> str:
-        jobs = [f"job {i} ({self._types.get(i, '?')})" for i, t in self._tasks.items() if not t.done()]
-        return ", ".join(jobs) or "none"
+        return ", ".join(f"job {i} ({t})" for i, t in sorted(self._window.items())) or "none"

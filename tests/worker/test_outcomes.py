@@ -8,7 +8,6 @@ from typing import Any
 
 import pgwork_test_app  # noqa: F401 - registers the handlers
 import pytest
-
 from workerkit import Kind
 
 from pgwork.queue import Queue
