@@ -8,14 +8,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psycopg
 
-from pgwork import __version__
+from pgwork import __version__, logsetup
 from pgwork.cli_parser import DSN_HELP, CommandParser, SubcommandParser, parse_strictly
 from pgwork.db import GRANT_PROFILES
 from pgwork.dsn import redact
@@ -109,11 +109,9 @@ def _first_line(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     func: Handler = args.func
     try:
+        logsetup.configure(args.verbose, os.environ)
         return func(args)
     except PgworkError as exc:
         print(f"pgwork {args.command}: {redact(str(exc))}", file=sys.stderr)

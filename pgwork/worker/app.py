@@ -3,7 +3,7 @@
     app = pgwork.App(os.environ["DATABASE_URL"])
 
     @app.handler("ocr", max_attempts=3, backoff=pgwork.Backoff(base=10), timeout="10m")
-    def ocr(job: pgwork.Job) -> dict[str, Any]: ...
+    def ocr(job: pgwork.Job) -> dict[str, Any]: ...      # or: async def ocr(job) -> ...
 
     job_id = app.enqueue("ocr", {"doc": 7})
     app.wait(job_id, timeout=60)         # the result, or JobFailed / WaitTimeout
@@ -32,7 +32,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
 from pgwork.validation import check_timeout
 from pgwork.worker.options import is_app_name
-from pgwork.worker.registry import HandlerFunc, Registry
+from pgwork.worker.registry import F, Registry
 from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
 
 if TYPE_CHECKING:
@@ -86,16 +86,18 @@ class App:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         timeout: float | str | timedelta | None = None,
-    ) -> Callable[[HandlerFunc], HandlerFunc]:
-        """Register the decorated function for `job_type` on this App only. `max_attempts` is
-        the default `enqueue` gives its jobs; `backoff` spaces the retries of its failures;
-        `timeout` ("10m", seconds, or a timedelta) bounds each attempt (a job's own overrides it)."""
+    ) -> Callable[[F], F]:
+        """Register the decorated function (plain or `async def`) for `job_type` on this App
+        only. `max_attempts` is the default `enqueue` gives its jobs; `backoff` spaces the
+        retries of its failures; `timeout` ("10m", seconds, or a timedelta) bounds each attempt
+        (a job's own overrides it)."""
         seconds = check_timeout(timeout)  # at the decorator line, before any function is given
 
-        def decorate(func: HandlerFunc) -> HandlerFunc:
-            return self.registry.register(
+        def decorate(func: F) -> F:
+            self.registry.register(
                 job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff, timeout=seconds
             )
+            return func
 
         return decorate
 

@@ -1,5 +1,10 @@
 """After a batch of outcomes is written: count them (one counter update per job type and
-outcome, not per job), close their spans, log failures, and let the jobs go."""
+outcome, not per job), close their spans, log one line per job, and let the jobs go.
+
+The per-job lines go to the `pgwork.worker.jobs` logger: a success at INFO (id, type, attempt,
+how long the handler ran until its outcome was written), a failure at WARNING with the first line
+of its (redacted) error. Never the payload or the result: they may hold personal data, and a log
+outlives the job's retention. Quieten them with that logger's level (or PGWORK_LOG_LEVEL)."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.outcome import Outcome
 
-log = logging.getLogger("pgwork.worker")
+log = logging.getLogger("pgwork.worker.jobs")
 
 
 class Bookkeeper:
@@ -31,7 +36,7 @@ class Bookkeeper:
             job_type = held.claimed.job_type
             counts[(job_type, outcome.value)] += 1
             self._metrics.job_duration.labels(job_type, outcome.value).observe(now - held.claimed_at)
-            _log(p, outcome)
+            _log(p, outcome, now)
             if p.span is not None:
                 if p.decision.error_type is not None:
                     tracing.mark_error(p.span, p.decision.error_type, p.decision.message or "")
@@ -46,10 +51,20 @@ class Bookkeeper:
         self._wake.set()  # a burst worker may be waiting for the last write
 
 
-def _log(p: Pending, outcome: Outcome) -> None:
+def _log(p: Pending, outcome: Outcome, now: float) -> None:
     job = p.held.job
-    if outcome is Outcome.CANCELLED:
-        log.info("job %s: cancelled while running; stopped", job.id)
+    if outcome in (Outcome.SUCCEEDED, Outcome.DUPLICATE):
+        started = p.held.started_at if p.held.started_at is not None else p.held.claimed_at
+        log.info(
+            "job %s (%s) attempt %d succeeded in %.3fs%s",
+            job.id,
+            job.job_type,
+            job.attempt,
+            now - started,
+            " (duplicate: its key already had a result)" if outcome is Outcome.DUPLICATE else "",
+        )
+    elif outcome is Outcome.CANCELLED:
+        log.info("job %s (%s) attempt %d cancelled while running; stopped", job.id, job.job_type, job.attempt)
     elif outcome in (Outcome.RETRY, Outcome.DEAD):
         lines = (p.decision.error or "").strip().splitlines()
         log.warning(

@@ -118,12 +118,14 @@ class Finisher(threading.Thread):
         with self._cond:
             return self._gate is not None and (bool(self._pending) or self._writing)
 
-    def submit(self, item: Pending) -> bool:
+    def submit(self, item: Pending, *, may_write: bool = True) -> bool:
         """Hand over a decided outcome. A one-job worker's runner (`inline`) writes it itself
         when nothing else is pending, and the claim riding on it queues the next job for that
-        same runner: no thread hand-off on the way from one job to the next. True: written."""
+        same runner: no thread hand-off on the way from one job to the next. True: written.
+        `may_write` False: never on the caller's thread (the event loop, which a write and its
+        retries would block)."""
         with self._cond:
-            inline = self._inline and not self._pending and not self._writing and not self._stopping
+            inline = may_write and self._inline and not self._pending and not self._writing and not self._stopping
             if not inline:
                 self._pending.append(item)
                 self._cond.notify()

@@ -30,6 +30,7 @@ class Held:
     job: Job
     lease_seconds: float
     claimed_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None  # monotonic, when its handler was called (set by the runner)
     # When the lease lapses by our own clock if no renewal lands: past it, a finish gives up.
     lease_deadline: float = 0.0
     state: HeldState = HeldState.WAITING

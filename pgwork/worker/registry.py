@@ -1,23 +1,28 @@
 """What a handler module sees: `@handler("TYPE")`, the `Job` it receives, and `PermanentError`.
 
-A handler is a plain function `Job -> JSON value`. It runs on its own thread with no database
-transaction open; the worker writes its result through the fenced succeed, never the handler.
+A handler is a function `Job -> JSON value`, plain or `async def`. A plain one runs on a runner
+thread, an `async def` one as a task on the worker's event loop; either way with no database
+transaction open, and the worker writes its result through the fenced succeed, never the handler.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pgwork.backoff import Backoff
 from pgwork.errors import InvalidArgument
 from pgwork.validation import check_int, check_job_type, check_timeout
 
+# A plain `Job -> JSON value` function, or an `async def` one (its call returns a coroutine).
 HandlerFunc = Callable[["Job"], Any]
+F = TypeVar("F", bound=HandlerFunc)
 
 
 class PermanentError(Exception):
@@ -53,6 +58,7 @@ class Job:
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _reason: StopReason | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _on_stop: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -79,11 +85,25 @@ class Job:
         return not self._stop.wait(max(0.0, seconds))
 
     def request_stop(self, reason: StopReason) -> None:
-        """Called by the worker; the first reason wins."""
+        """Called by the worker; the first reason wins. The first request also runs what
+        `when_stopped` registered (for an async handler: cancelling its task)."""
+        with self._lock:
+            first = self._reason is None
+            if first:
+                self._reason = reason
+            callbacks, self._on_stop = (self._on_stop, []) if first else ([], self._on_stop)
+        self._stop.set()
+        for callback in callbacks:
+            callback()
+
+    def when_stopped(self, callback: Callable[[], None]) -> None:
+        """Run `callback` (once, on the thread that asks) when the job is told to stop; at once
+        if it already was. The worker's hook, not a handler's."""
         with self._lock:
             if self._reason is None:
-                self._reason = reason
-        self._stop.set()
+                self._on_stop.append(callback)
+                return
+        callback()
 
 
 @dataclass(frozen=True)
@@ -98,6 +118,12 @@ class HandlerSpec:
     max_attempts: int | None = None
     backoff: Backoff | None = None
     timeout: float | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """An `async def` handler (or a callable whose call returns a coroutine by its
+        definition): the worker awaits it on its event loop instead of calling it on a thread."""
+        return is_async_callable(self.func)
 
 
 class Registry:
@@ -117,6 +143,7 @@ class Registry:
     ) -> HandlerFunc:
         check_job_type(job_type)
         seconds = check_timeout(timeout)
+        check_handler(func)
         if max_attempts is not None:
             check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1 (1 means no retry)")
         if backoff is not None and not isinstance(backoff, Backoff):
@@ -137,6 +164,15 @@ class Registry:
 
     def spec(self, job_type: str) -> HandlerSpec | None:
         return self._specs.get(job_type)
+
+    def is_async(self, job_type: str) -> bool:
+        spec = self._specs.get(job_type)
+        return spec is not None and spec.is_async
+
+    def kinds(self, job_types: list[str]) -> tuple[bool, bool]:
+        """(any plain handler, any async handler) among `job_types`: which runners a worker needs."""
+        flags = [self.is_async(t) for t in job_types]
+        return (not all(flags), any(flags))
 
     def backoffs(self) -> dict[str, Backoff]:
         """The job types registered with a backoff of their own, for the worker's Queue."""
@@ -174,16 +210,39 @@ class Registry:
 REGISTRY = Registry()
 
 
-def handler(job_type: str, *, timeout: float | str | timedelta | None = None) -> Callable[[HandlerFunc], HandlerFunc]:
-    """Register the decorated function as the handler for `job_type`. `timeout` ("10m", seconds,
-    or a timedelta) bounds each attempt: past it the attempt fails and retries by its backoff."""
+def handler(job_type: str, *, timeout: float | str | timedelta | None = None) -> Callable[[F], F]:
+    """Register the decorated function (plain or `async def`) as the handler for `job_type`.
+    `timeout` ("10m", seconds, or a timedelta) bounds each attempt: past it the attempt fails and
+    retries by its backoff."""
     seconds = check_timeout(timeout)  # at the decorator line, before any function is given
 
-    def decorate(func: HandlerFunc) -> HandlerFunc:
-        return REGISTRY.register(job_type, func, timeout=seconds)
+    def decorate(func: F) -> F:
+        REGISTRY.register(job_type, func, timeout=seconds)
+        return func
 
     return decorate
 
 
-def _name(func: HandlerFunc) -> str:
+def check_handler(func: object) -> None:
+    """A handler is called with the Job and returns (or, async, resolves to) the result; a
+    generator's yields would never reach the database, so it is refused here, not at run time."""
+    if not callable(func):
+        raise InvalidArgument("handler", f"{func!r} is not callable", "decorate a function that takes the Job")
+    if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+        raise InvalidArgument(
+            "handler",
+            f"{_name(func)} is a generator function (it yields), so its result would never be stored",
+            "return the result instead of yielding it",
+        )
+
+
+def is_async_callable(func: object) -> bool:
+    """`async def` functions, partials of them, and objects whose `__call__` is `async def`."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    call = inspect.getattr_static(type(func), "__call__", None)
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(call)
+
+
+def _name(func: object) -> str:
     return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"

@@ -1,10 +1,12 @@
 """The worker: claim, run handlers on a fixed pool of runners, write their outcomes in batches.
 
 Threads: the main loop (claims and hands jobs to the runners), `--concurrency` runner threads
-(pgwork.worker.runners), the finisher that writes decided outcomes a batch at a time
-(pgwork.worker.finishes), the heartbeat thread (its own connection) and the listener thread (its
-own connection). No transaction is ever open while a handler runs: a handler's outcome is
-decided (pgwork.worker.outcome) after it returns and written afterwards in a short transaction.
+for plain handlers and one event-loop thread for `async def` handlers, sharing `--concurrency`
+slots (pgwork.worker.runners; one attempt is pgwork.worker.attempt), the finisher that writes
+decided outcomes a batch at a time (pgwork.worker.finishes), the heartbeat thread (its own
+connection) and the listener thread (its own connection). No transaction is ever open while a
+handler runs: a handler's outcome is decided (pgwork.worker.outcome) after it returns and
+written afterwards in a short transaction.
 
 Shutdown (SIGTERM, or `request_stop()`): stop claiming at once; jobs claimed but not started go
 back to pending at once; running jobs get `grace` seconds to finish; the rest are released
@@ -19,11 +21,9 @@ lease and the reaper returns them once it lapses.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import trace
@@ -33,16 +33,17 @@ from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob
 from pgwork.queue import Queue
 from pgwork.validation import result_problem
+from pgwork.worker.attempt import Attempts
 from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.claimgate import ClaimGate, ClaimRoom
-from pgwork.worker.describe import describe_error, first_line, payload_problem, usable_trace_context
-from pgwork.worker.enforce import Enforcer, arm
-from pgwork.worker.finishes import Finisher, Pending, retry_write
+from pgwork.worker.describe import first_line, usable_trace_context
+from pgwork.worker.enforce import Enforcer
+from pgwork.worker.finishes import Finisher, retry_write
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.outcome import Ended, Outcome, decide, worker_error
+from pgwork.worker.outcome import Outcome
 from pgwork.worker.registry import Job, Registry, StopReason
 from pgwork.worker.runners import Runners
 from pgwork.worker.slots import claim_size
@@ -122,7 +123,6 @@ class Worker:
             queue, self.holdings, self.metrics, interval=options.heartbeat, lease=options.lease, prepare=prepare
         )
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
-        self._runners = Runners(options.concurrency, self._run_job)
         # The main loop and the finisher (whose write can carry the next claim) take turns.
         self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, self._room, self._took))
         self._finisher = Finisher(
@@ -133,6 +133,24 @@ class Worker:
             gate=self._gate if options.batch <= PIPELINE_MAX_BATCH else None,
             # One runner: it writes its own outcome (and claims its next job) without a hand-off.
             inline=options.concurrency == 1,
+        )
+        attempts = Attempts(
+            queue,
+            registry,
+            self._finisher,
+            tracer=self._tracer,
+            worker_id=options.worker_id,
+            stopping=self._stop,
+            wake=self._wake,
+            cancel=self._cancel,
+        )
+        plain, asynchronous = registry.kinds(types)
+        self._runners = Runners(
+            options.concurrency,
+            attempts.run,
+            run_async=attempts.run_async if asynchronous else None,
+            is_async=attempts.is_async,
+            threads=plain,
         )
         enforcer = Enforcer(
             queue,
@@ -221,10 +239,11 @@ class Worker:
         if self._listener is not None:
             self._listener.start()
         log.info(
-            "worker %s taking %s (concurrency %d, batch %d, lease %gs, heartbeat %gs, %s)",
+            "worker %s taking %s (concurrency %d%s, batch %d, lease %gs, heartbeat %gs, %s)",
             self.options.worker_id,
             ",".join(self.job_types),
             self.options.concurrency,
+            self._runners.kinds(),
             self.options.batch,
             self.options.lease,
             self.options.heartbeat,
@@ -237,6 +256,7 @@ class Worker:
             self._runners.stop()
             self._finisher.stop()
             self._finisher.join(self.remaining() if self._shutdown_deadline is not None else None)
+            self._runners.join(time.monotonic() + min(self.remaining(), JOIN_SECONDS), time.monotonic)
             self._watchdog.stop()
             self._heartbeat.stop()
             if self._listener is not None:
@@ -336,97 +356,13 @@ class Worker:
         self.holdings.add(held)
         self._runners.submit(held)
 
-    # -- one job (on a runner thread) ---------------------------------------------------------
+    # -- one job -----------------------------------------------------------------------------
 
     def _runners_busy(self) -> bool:
         return self._runners.busy > 0
 
-    def _run_job(self, held: Held) -> None:
-        if self._stop.is_set():
-            return  # draining: jobs not yet started are released, not begun
-        spec = self.registry.spec(held.claimed.job_type)
-        arm(held, spec.timeout if spec is not None else None)
-        if not held.transition({HeldState.WAITING}, HeldState.RUNNING):
-            return  # released on shutdown before it started
-        span: trace.Span | None = None
-        submitted = inline = False
-        try:
-            span = held.span = self._start_span(held)
-            ended = self._call(held, span)
-            released = not held.transition({HeldState.RUNNING}, HeldState.FINISHING)
-            if held.abandoned:
-                # The watchdog failed this attempt without us; its token no longer holds the job.
-                log.info("job %s: an abandoned handler returned late; nothing is written", held.claimed.id)
-                return
-            job = held.job
-            decision = decide(
-                ended,
-                job.stop_reason,
-                released=released,
-                attempt=job.attempt,
-                max_attempts=job.max_attempts,
-                backoff=self.queue.backoff_for(held.claimed.job_type).delay(job.attempt),
-                now=datetime.now(UTC),
-                timeout=held.timeout,
-            )
-            if decision.outcome is Outcome.RELEASED:
-                # Shutdown gave it back while the handler ran; the releaser wrote and counted it.
-                if span is not None:
-                    span.set_attribute(tracing.JOB_OUTCOME, Outcome.RELEASED.value)
-                    span.end()
-                return
-            if span is not None and ended.error is not None and decision.error_type is not None:
-                with contextlib.suppress(Exception):
-                    span.record_exception(
-                        ended.error,
-                        {"exception.message": decision.message or "", "exception.stacktrace": decision.error or ""},
-                    )
-            submitted = True
-            inline = self._finisher.submit(Pending(held, decision, span))
-        except BaseException as exc:  # a bug here must not take the process down
-            log.error("job %s: runner failed: %s", held.claimed.id, describe_error(exc))
-            if (
-                not submitted
-                and not held.abandoned
-                and held.transition({HeldState.RUNNING, HeldState.FINISHING}, HeldState.FINISHING)
-            ):
-                # Recorded as a failed attempt (fenced: a job already finished is untouched), so
-                # the row does not stay `running` until its lease lapses. The reaper is the backstop.
-                text = f"pgwork worker error while finishing the job: {describe_error(exc)}"
-                job = held.job
-                backoff = self.queue.backoff_for(held.claimed.job_type).delay(job.attempt)
-                failed = worker_error(text, job.attempt, job.max_attempts, backoff, datetime.now(UTC))
-                self._finisher.submit(Pending(held, failed, span))
-        finally:
-            if not inline:  # else the write already claimed into this runner's room, and woke the loop
-                self._wake.set()  # a runner is free: the main loop may claim again
-                self._finisher.poke()
-
-    def _start_span(self, held: Held) -> trace.Span | None:
-        if self._tracer is None:
-            return None
-        c = held.claimed
-        attributes = tracing.consumer_span_attributes(
-            c.id, c.job_type, c.attempt, c.max_attempts, self.options.worker_id
-        )
-        return tracing.start_consumer_span(self._tracer, held.job.trace_context, attributes, c.job_type)
-
-    def _call(self, held: Held, span: trace.Span | None) -> Ended:
-        unreadable = payload_problem(held.claimed)
-        if unreadable is not None:
-            return Ended(unreadable=unreadable)
-        job = held.job
-        if job.should_stop:
-            return Ended()
-        handler = self.registry.get(job.job_type)
-        assert handler is not None  # only registered types are claimed
-        try:
-            if span is None:
-                return Ended(value=handler(job))
-            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
-                return Ended(value=handler(job))
-        except BaseException as exc:  # nothing a handler does may crash the worker
-            return Ended(error=exc)
+    def _cancel(self, held: Held) -> None:
+        self._runners.cancel(held)
 
     # -- shutdown -------------------------------------------------------------------------
 

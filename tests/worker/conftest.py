@@ -7,7 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from workerkit import Spawn, WorkerProcess, start_worker
+from workerkit import Kind, Spawn, WorkerProcess, start_worker
+
+
+@pytest.fixture(params=["sync", "async"])
+def kind(request: pytest.FixtureRequest) -> Kind:
+    """The same story for a plain handler and its `async def` twin in pgwork_test_app."""
+    return Kind(request.param)
 
 
 @pytest.fixture

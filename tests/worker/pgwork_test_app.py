@@ -1,8 +1,14 @@
-"""Handlers the worker tests run in real `pgwork worker` subprocesses (and in-process)."""
+"""Handlers the worker tests run in real `pgwork worker` subprocesses (and in-process).
+
+Most plain handlers have an `async def` twin named "async-" + its type, so a test can run the
+same story for both kinds (see the `kind` fixture); every worker on this module serves both."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -72,3 +78,139 @@ def stuck(job: Job) -> dict[str, Any]:
     """Overruns its 1s timeout ignoring every stop request, like a call into a hung library."""
     time.sleep(float(job.payload.get("seconds", 60)))
     return {"late": True}
+
+
+# -- shared by both kinds ------------------------------------------------------------------
+
+_barriers: dict[str, threading.Barrier] = {}
+_events: dict[str, tuple[list[int], asyncio.Event]] = {}
+_lock = threading.Lock()
+# Jobs of the "count" types in their handler right now, and the most there ever were.
+in_flight = {"now": 0, "peak": 0}
+
+
+@pgwork.handler("gather")
+def gather(job: Job) -> dict[str, Any]:
+    """Returns only once `n` jobs of its group are inside the handler at the same time."""
+    group, n = str(job.payload["group"]), int(job.payload["n"])
+    with _lock:
+        barrier = _barriers.setdefault(group, threading.Barrier(n))
+    barrier.wait(timeout=60)  # broken (an error) unless all n arrive: they must run concurrently
+    return {"group": group, "n": n}
+
+
+@pgwork.handler("count")
+def count(job: Job) -> dict[str, int]:
+    _enter()
+    try:
+        job.sleep(float(job.payload.get("seconds", 0.05)))
+    finally:
+        _leave()
+    return {"n": int(job.payload.get("n", 0))}
+
+
+def _enter() -> None:
+    with _lock:
+        in_flight["now"] += 1
+        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+
+
+def _leave() -> None:
+    with _lock:
+        in_flight["now"] -= 1
+
+
+# -- the same handlers, async def: "async-" + the plain one's type -----------------------------
+
+
+@pgwork.handler("async-sleep")
+async def async_sleep(job: Job) -> dict[str, Any]:
+    seconds = float(job.payload.get("seconds", 0))
+    if job.payload.get("busy"):
+        # Ignores stop requests: swallows every cancellation and goes on waiting.
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(left)
+    else:
+        await asyncio.sleep(seconds)
+    return {"slept": seconds, "pid": os.getpid(), "attempt": job.attempt, "n": job.payload.get("n")}
+
+
+@pgwork.handler("async-noop")
+async def async_noop(job: Job) -> dict[str, Any]:
+    await asyncio.sleep(0)
+    return {"n": job.payload.get("n")}
+
+
+@pgwork.handler("async-fail")
+async def async_fail(job: Job) -> None:
+    await asyncio.sleep(0)
+    raise RuntimeError(f"model backend returned 503 (attempt {job.attempt})")
+
+
+@pgwork.handler("async-permanent")
+async def async_permanent(job: Job) -> None:
+    raise PermanentError("invoice has no number; retrying cannot help")
+
+
+@pgwork.handler("async-bad_result")
+async def async_bad_result(job: Job) -> Any:
+    return {"when": object()}
+
+
+@pgwork.handler("async-exit")
+async def async_exits(job: Job) -> None:
+    raise SystemExit(3)
+
+
+@pgwork.handler("async-flaky")
+async def async_flaky(job: Job) -> dict[str, int]:
+    if job.attempt <= int(job.payload.get("fail_times", 2)):
+        raise ConnectionError(f"flaky upstream, attempt {job.attempt}")
+    return {"attempt": job.attempt}
+
+
+@pgwork.handler("async-watch")
+async def async_watch(job: Job) -> dict[str, str]:
+    """Runs until its task is cancelled (or a deadline), then records why in a marker file."""
+    marker = job.payload.get("marker")
+    try:
+        await asyncio.sleep(float(job.payload.get("seconds", 30)))
+    except asyncio.CancelledError:
+        if marker:
+            Path(marker).write_text(job.stop_reason.value if job.stop_reason else "cancelled by someone else")
+        raise
+    if marker:
+        Path(marker).write_text("finished")
+    return {"reason": "finished"}
+
+
+@pgwork.handler("async-gather")
+async def async_gather(job: Job) -> dict[str, Any]:
+    """Returns only once `n` jobs of its group are awaiting here at the same time."""
+    group, n = str(job.payload["group"]), int(job.payload["n"])
+    arrived, everyone = _events.setdefault(group, ([], asyncio.Event()))
+    arrived.append(job.id)
+    if len(arrived) == n:
+        everyone.set()
+    await asyncio.wait_for(everyone.wait(), timeout=60)  # a TimeoutError unless all n are in flight
+    return {"group": group, "n": n}
+
+
+@pgwork.handler("async-count")
+async def async_count(job: Job) -> dict[str, int]:
+    _enter()
+    try:
+        await asyncio.sleep(float(job.payload.get("seconds", 0.05)))
+    finally:
+        _leave()
+    return {"n": int(job.payload.get("n", 0))}
+
+
+@pgwork.handler("async-block")
+async def async_block(job: Job) -> dict[str, float]:
+    """Blocks the event loop: what a handler that calls time.sleep in an async def does."""
+    seconds = float(job.payload.get("seconds", 1.5))
+    time.sleep(seconds)
+    return {"blocked": seconds}

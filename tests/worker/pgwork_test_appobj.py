@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pgwork
@@ -24,6 +25,12 @@ def broken(job: pgwork.Job) -> None:
 @app.handler("app-slow-retry", backoff=pgwork.Backoff(base=900, cap=900, jitter=0))
 def slow_retry(job: pgwork.Job) -> None:
     raise RuntimeError("retry me much later")
+
+
+@app.handler("app-async-echo", max_attempts=2)
+async def async_echo(job: pgwork.Job) -> dict[str, Any]:
+    await asyncio.sleep(0)
+    return {"echo": job.payload, "attempt": job.attempt, "async": True}
 
 
 @other.handler("app-echo")

@@ -3,6 +3,7 @@ defaults, run_worker in-process, `pgwork worker --app MODULE:APP`, and waiting f
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -62,7 +63,7 @@ def test_an_app_name_is_a_dotted_name(name: str) -> None:
 
 def test_load_app_takes_the_named_app_only() -> None:
     loaded = load_app("pgwork_test_appobj:app")
-    assert loaded.registry.job_types() == ["app-broken", "app-echo", "app-slow-retry"]
+    assert loaded.registry.job_types() == ["app-async-echo", "app-broken", "app-echo", "app-slow-retry"]
     assert load_app("pgwork_test_appobj:other").registry.job_types() == ["app-echo"]
     # The module alone means its @pgwork.handler functions, and it has none.
     assert load_app("pgwork_test_appobj").registry.job_types() == []
@@ -91,6 +92,28 @@ def test_run_worker_in_process_then_wait_returns_the_result(dsn: str) -> None:
         ids = [app.enqueue("double", {"n": n}) for n in range(3)]
         assert app.run_worker(burst=True, worker_id="inproc-w", poll="50ms") == 0
         assert [app.wait(i, timeout=5) for i in ids] == [{"twice": 0}, {"twice": 2}, {"twice": 4}]
+
+
+def test_run_worker_runs_async_handlers_concurrently_beside_plain_ones(dsn: str) -> None:
+    with pgwork.App(dsn, name="inproc_async") as app:
+        arrived: list[int] = []
+        everyone = asyncio.Event()
+
+        @app.handler("together")
+        async def together(job: pgwork.Job) -> int:
+            # Returns only once all three are awaiting here at once (else a TimeoutError).
+            arrived.append(job.id)
+            if len(arrived) == 3:
+                everyone.set()
+            await asyncio.wait_for(everyone.wait(), timeout=30)
+            return int(job.payload["n"]) * 2
+
+        app.handler("plain")(lambda job: "plain")
+        ids = [app.enqueue("together", {"n": n}) for n in range(3)]
+        plain = app.enqueue("plain", {})
+        assert app.run_worker(burst=True, concurrency=3, batch=4, worker_id="inproc-aw", poll="50ms") == 0
+        assert [app.wait(i, timeout=5) for i in ids] == [0, 2, 4]
+        assert app.wait(plain, timeout=5) == "plain"
 
 
 def test_run_worker_checks_its_options_as_the_cli_does(dsn: str) -> None:
@@ -143,8 +166,20 @@ def test_wait_on_a_job_a_real_burst_worker_finishes(dsn: str) -> None:
         done = _burst_cli(dsn, "pgwork_test_appobj:app")
         waiter.join(60)
     assert done.returncode == 0, done.stderr
-    assert "taking app-broken,app-echo,app-slow-retry" in done.stderr
+    assert "taking app-async-echo,app-broken,app-echo,app-slow-retry" in done.stderr
     assert results == [{"echo": {"doc": 7}, "attempt": 1}]
+
+
+def test_an_apps_async_handler_runs_under_the_cli_beside_its_plain_ones(dsn: str) -> None:
+    with pgwork.App(dsn) as app:
+        ids = [app.enqueue("app-async-echo", {"doc": 8}), app.enqueue("app-echo", {"doc": 9})]
+        done = _burst_cli(dsn, "pgwork_test_appobj:app")
+        assert done.returncode == 0, done.stderr
+        assert "on threads and an event loop" in done.stderr
+        assert [app.wait(i, timeout=5) for i in ids] == [
+            {"echo": {"doc": 8}, "attempt": 1, "async": True},
+            {"echo": {"doc": 9}, "attempt": 1},
+        ]
 
 
 def test_wait_on_a_job_that_goes_dead_raises_with_its_last_error(dsn: str) -> None:

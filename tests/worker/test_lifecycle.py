@@ -1,4 +1,5 @@
-"""A worker's life against real PostgreSQL, with real `pgwork worker` subprocesses."""
+"""A worker's life against real PostgreSQL, with real `pgwork worker` subprocesses; the stories
+that depend on how a handler runs are told for a plain handler and its `async def` twin (`kind`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from workerkit import Spawn
+from workerkit import Kind, Spawn
 
 from pgwork.queue import Queue
 from tests.support.waiting import stays, wait_for
@@ -52,10 +53,12 @@ def test_sigkill_mid_job_lease_expires_reaper_hands_it_on(queue: Queue, spawn_wo
 
 
 @pytest.mark.slow
-def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(queue: Queue, spawn_worker: Spawn) -> None:
-    short = queue.enqueue("sleep", {"seconds": 1.0, "n": 1}, priority=1)
-    stuck = queue.enqueue("sleep", {"seconds": 60, "busy": True, "n": 2}, priority=2)
-    unstarted = queue.enqueue("sleep", {"seconds": 0, "n": 3}, priority=3)
+def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(
+    queue: Queue, spawn_worker: Spawn, kind: Kind
+) -> None:
+    short = queue.enqueue(kind.t("sleep"), {"seconds": 1.0, "n": 1}, priority=1)
+    stuck = queue.enqueue(kind.t("sleep"), {"seconds": 60, "busy": True, "n": 2}, priority=2)
+    unstarted = queue.enqueue(kind.t("sleep"), {"seconds": 0, "n": 3}, priority=3)
     w = spawn_worker("--concurrency", "2", "--batch", "3", "--grace", "2s")
     wait_for(
         lambda: running_owner(queue, stuck) == "w1" and running_owner(queue, unstarted) == "w1",
@@ -81,8 +84,8 @@ def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(queue: Q
 
 
 @pytest.mark.slow
-def test_second_signal_releases_at_once(queue: Queue, spawn_worker: Spawn) -> None:
-    stuck = queue.enqueue("sleep", {"seconds": 60, "busy": True})
+def test_second_signal_releases_at_once(queue: Queue, spawn_worker: Spawn, kind: Kind) -> None:
+    stuck = queue.enqueue(kind.t("sleep"), {"seconds": 60, "busy": True})
     w = spawn_worker("--grace", "60s")
     wait_for(lambda: running_owner(queue, stuck) == "w1", 20, what="claim")
     w.signal(signal.SIGTERM)
@@ -104,8 +107,10 @@ def test_idle_worker_stops_at_once_on_sigterm(queue: Queue, spawn_worker: Spawn)
 
 
 @pytest.mark.slow
-def test_job_longer_than_its_lease_completes_because_heartbeats_renew_it(queue: Queue, spawn_worker: Spawn) -> None:
-    job_id = queue.enqueue("sleep", {"seconds": 3.5, "n": 1})
+def test_job_longer_than_its_lease_completes_because_heartbeats_renew_it(
+    queue: Queue, spawn_worker: Spawn, kind: Kind
+) -> None:
+    job_id = queue.enqueue(kind.t("sleep"), {"seconds": 3.5, "n": 1})
     w = spawn_worker("--lease", "1s", "--heartbeat", "0.3s", "--burst")
     wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="claim")
     reaped = []
@@ -119,9 +124,9 @@ def test_job_longer_than_its_lease_completes_because_heartbeats_renew_it(queue: 
 
 
 @pytest.mark.slow
-def test_cancelling_a_running_job(queue: Queue, spawn_worker: Spawn, tmp_path: Path) -> None:
+def test_cancelling_a_running_job(queue: Queue, spawn_worker: Spawn, tmp_path: Path, kind: Kind) -> None:
     marker = tmp_path / "why"
-    job_id = queue.enqueue("watch", {"seconds": 60, "marker": str(marker)})
+    job_id = queue.enqueue(kind.t("watch"), {"seconds": 60, "marker": str(marker)})
     w = spawn_worker("--lease", "3s", "--heartbeat", "0.3s")
     wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="claim")
     report = queue.cancel([job_id])
@@ -132,16 +137,16 @@ def test_cancelling_a_running_job(queue: Queue, spawn_worker: Spawn, tmp_path: P
     assert row is not None and "cancelled while running on w1" in row.last_error
     assert queue.result(row.idempotency_key) is None  # the effect was never written
     # The worker carries on with other work.
-    next_id = queue.enqueue("noop", {"n": 1})
+    next_id = queue.enqueue(kind.t("noop"), {"n": 1})
     wait_for(lambda: status(queue, next_id) == "succeeded", 10, what="the next job")
     w.signal(signal.SIGTERM)
     assert w.wait(10) == 0
 
 
 @pytest.mark.slow
-def test_lease_lost_means_no_effect(queue: Queue, spawn_worker: Spawn, tmp_path: Path) -> None:
+def test_lease_lost_means_no_effect(queue: Queue, spawn_worker: Spawn, tmp_path: Path, kind: Kind) -> None:
     marker = tmp_path / "why"
-    job_id = queue.enqueue("watch", {"seconds": 60, "marker": str(marker)})
+    job_id = queue.enqueue(kind.t("watch"), {"seconds": 60, "marker": str(marker)})
     w = spawn_worker("--lease", "3s", "--heartbeat", "0.3s")
     wait_for(lambda: running_owner(queue, job_id) == "w1", 20, what="claim")
     # Someone else takes the job over (as the reaper would after a stall): a new token.

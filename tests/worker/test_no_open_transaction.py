@@ -1,4 +1,5 @@
-"""The lab's main finding, checked: no transaction is open while a job's work runs."""
+"""The lab's main finding, checked: no transaction is open while a job's work runs, whether its
+handler is plain or `async def`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 import psycopg
 import pytest
-from workerkit import Spawn
+from workerkit import Kind, Spawn
 
 from pgwork.queue import Queue
 from tests.support.waiting import wait_for
@@ -22,8 +23,10 @@ SELECT pid, application_name, state, backend_xmin IS NOT NULL AS holds_xmin,
 
 
 @pytest.mark.slow
-def test_no_worker_backend_idles_in_transaction_or_pins_xmin_during_a_job(queue: Queue, spawn_worker: Spawn) -> None:
-    ids = [queue.enqueue("sleep", {"seconds": 2.0, "n": n}) for n in range(2)]
+def test_no_worker_backend_idles_in_transaction_or_pins_xmin_during_a_job(
+    queue: Queue, spawn_worker: Spawn, kind: Kind
+) -> None:
+    ids = [queue.enqueue(kind.t("sleep"), {"seconds": 2.0, "n": n}) for n in range(2)]
     w = spawn_worker("--concurrency", "2", "--lease", "3s", "--heartbeat", "0.2s")
     samples = []
     with psycopg.connect(queue.dsn, autocommit=True) as conn:

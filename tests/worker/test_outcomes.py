@@ -1,4 +1,5 @@
-"""What the worker writes for each way a handler can end (in-process worker, burst mode)."""
+"""What the worker writes for each way a handler can end (in-process worker, burst mode), for a
+plain handler and for its `async def` twin alike (the `kind` fixture)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import pgwork_test_app  # noqa: F401 - registers the handlers
 import pytest
+from workerkit import Kind
 
 from pgwork.queue import Queue
 from pgwork.worker.options import WorkerOptions
@@ -27,34 +29,34 @@ def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
     return worker
 
 
-def test_success_writes_one_result_under_the_jobs_key(queue: Queue) -> None:
-    job_id = queue.enqueue("sleep", {"seconds": 0, "n": 7}, key="invoice-2026-000412")
+def test_success_writes_one_result_under_the_jobs_key(queue: Queue, kind: Kind) -> None:
+    job_id = queue.enqueue(kind.t("sleep"), {"seconds": 0, "n": 7}, key="invoice-2026-000412")
     worker = run_burst(queue)
     row = queue.job(job_id)
     assert row is not None and row.status == "succeeded" and row.attempt_count == 1
     result = queue.result("invoice-2026-000412")
     assert result is not None
     assert result.job_id == job_id and result.produced_by == "inproc" and result.result["n"] == 7
-    assert worker.metrics.jobs_finished.labels("sleep", "succeeded")._value.get() == 1
+    assert worker.metrics.jobs_finished.labels(kind.t("sleep"), "succeeded")._value.get() == 1
 
 
-def test_derived_key_lands_the_effect_once(queue: Queue) -> None:
+def test_derived_key_lands_the_effect_once(queue: Queue, kind: Kind) -> None:
     # Same work twice (no key given): the key is derived from type + payload, so the second
     # run's effect is the duplicate, not a second row.
-    first = queue.enqueue("noop", {"n": 1})
-    second = queue.enqueue("noop", {"n": 1})
+    first = queue.enqueue(kind.t("noop"), {"n": 1})
+    second = queue.enqueue(kind.t("noop"), {"n": 1})
     worker = run_burst(queue)
     assert {queue.job(first).status, queue.job(second).status} == {"succeeded"}
     key = queue.job(first).idempotency_key
     assert key == queue.job(second).idempotency_key
-    assert key.startswith("noop:sha256:")
+    assert key.startswith(f"{kind.t('noop')}:sha256:")
     finished = worker.metrics.jobs_finished
-    assert finished.labels("noop", "succeeded")._value.get() == 1
-    assert finished.labels("noop", "duplicate")._value.get() == 1
+    assert finished.labels(kind.t("noop"), "succeeded")._value.get() == 1
+    assert finished.labels(kind.t("noop"), "duplicate")._value.get() == 1
 
 
-def test_exception_retries_with_backoff_then_dies(queue: Queue) -> None:
-    job_id = queue.enqueue("fail", {}, max_attempts=2)
+def test_exception_retries_with_backoff_then_dies(queue: Queue, kind: Kind) -> None:
+    job_id = queue.enqueue(kind.t("fail"), {}, max_attempts=2)
     run_burst(queue)
     row = queue.job(job_id)
     assert row is not None
@@ -69,16 +71,16 @@ def test_exception_retries_with_backoff_then_dies(queue: Queue) -> None:
     assert "attempt 2" in row.last_error
 
 
-def test_permanent_error_is_dead_at_once(queue: Queue) -> None:
-    job_id = queue.enqueue("permanent", {}, max_attempts=5)
+def test_permanent_error_is_dead_at_once(queue: Queue, kind: Kind) -> None:
+    job_id = queue.enqueue(kind.t("permanent"), {}, max_attempts=5)
     run_burst(queue)
     row = queue.job(job_id)
     assert row is not None and row.status == "dead" and row.attempt_count == 1
     assert "PermanentError: invoice has no number" in row.last_error
 
 
-def test_result_that_is_not_json_is_a_permanent_failure(queue: Queue) -> None:
-    job_id = queue.enqueue("bad_result", {})
+def test_result_that_is_not_json_is_a_permanent_failure(queue: Queue, kind: Kind) -> None:
+    job_id = queue.enqueue(kind.t("bad_result"), {})
     run_burst(queue)
     row = queue.job(job_id)
     assert row is not None and row.status == "dead"
@@ -86,17 +88,17 @@ def test_result_that_is_not_json_is_a_permanent_failure(queue: Queue) -> None:
     assert queue.result(row.idempotency_key) is None
 
 
-def test_system_exit_in_a_handler_does_not_stop_the_worker(queue: Queue) -> None:
-    bad = queue.enqueue("exit", {}, priority=0)
-    good = queue.enqueue("noop", {"n": 2}, priority=1)
+def test_system_exit_in_a_handler_does_not_stop_the_worker(queue: Queue, kind: Kind) -> None:
+    bad = queue.enqueue(kind.t("exit"), {}, priority=0)
+    good = queue.enqueue(kind.t("noop"), {"n": 2}, priority=1)
     run_burst(queue)
     assert queue.job(bad).status == "pending"
     assert queue.job(bad).last_error.startswith("SystemExit: 3")
     assert queue.job(good).status == "succeeded"
 
 
-def test_batch_larger_than_concurrency_runs_everything_once(queue: Queue) -> None:
-    ids = [queue.enqueue("noop", {"n": i}) for i in range(30)]
+def test_batch_larger_than_concurrency_runs_everything_once(queue: Queue, kind: Kind) -> None:
+    ids = [queue.enqueue(kind.t("noop"), {"n": i}) for i in range(30)]
     worker = run_burst(queue, concurrency=2, batch=10)
     assert worker.claims == 30
     assert all(queue.job(i).status == "succeeded" for i in ids)

@@ -205,3 +205,31 @@ def test_within_max_abandoned_the_worker_keeps_working(queue: Queue, spawn_worke
     finally:
         worker.signal(signal.SIGTERM)
         assert worker.wait(timeout=30) == 0
+
+
+def test_an_async_handler_past_its_timeout_is_cancelled_and_the_attempt_retries(queue: Queue) -> None:
+    import asyncio
+
+    registry = Registry()
+    cancelled = threading.Event()
+
+    async def overrun(job: Job) -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "too late"
+
+    registry.register("async-overrun", overrun, timeout="500ms", backoff=LATER)
+    job_id = queue.enqueue("async-overrun", {})
+    worker, thread = _worker(queue, registry)
+    try:
+        row = _failed_with(queue, job_id, "timed out after 500ms")
+    finally:
+        _stop(worker, thread)
+    assert cancelled.is_set()  # the task was cancelled at its await, not left running
+    assert row.status == "pending" and row.attempt_count == 1
+    assert row.available_at > row.created_at
+    assert _value(worker, "timed_out", "async-overrun") == 1
+    assert _value(worker, "abandoned", "async-overrun") == 0

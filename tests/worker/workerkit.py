@@ -24,6 +24,20 @@ def worker_env(**extra: str) -> dict[str, str]:
     return env
 
 
+class Kind:
+    """Which kind of handler a test runs: `t("sleep")` is "sleep" for plain handlers and
+    "async-sleep" for their `async def` twins in pgwork_test_app."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def t(self, job_type: str) -> str:
+        return job_type if self.name == "sync" else f"async-{job_type}"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
 class WorkerProcess:
     def __init__(self, proc: subprocess.Popen[str], worker_id: str, log_path: Path) -> None:
         self.proc = proc
