@@ -8,10 +8,10 @@ import argparse
 from typing import Any
 
 from pgwork.cli_parser import SubcommandParser
-from pgwork.commands.common import open_queue, print_rows, whole
+from pgwork.commands.common import open_queue, print_rows
 from pgwork.errors import InvalidArgument
 from pgwork.limits import MAX_RUNNING, TypeLimit, parse_rate
-from pgwork.validation import check_int
+from pgwork.validation import check_int, parse_whole
 
 
 def register(sub: Any) -> None:
