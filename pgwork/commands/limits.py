@@ -16,7 +16,11 @@ from pgwork.validation import check_int, parse_whole
 
 def register(sub: Any) -> None:
     text = "fleet-wide limits per job type: at most N running at once, at most N claims per period"
-    p = sub.add_parser("limits", help=text, description=text)
+    usage = (
+        "pgwork limits set TYPE [--max-running N] [--rate COUNT/UNIT]  (replaces the type's whole limit); "
+        "pgwork limits show [--json]; pgwork limits clear TYPE"
+    )
+    p = sub.add_parser("limits", help=text, description=text, epilog=usage)
     actions = p.add_subparsers(dest="limits_command", required=True, metavar="ACTION", parser_class=SubcommandParser)
     s = actions.add_parser(
         "set",

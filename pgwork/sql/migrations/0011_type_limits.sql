@@ -72,10 +72,10 @@ CREATE INDEX jobs_running_idx ON pgwork.jobs (job_type, lease_owner) WHERE statu
 -- claim_limited: the ids a claim for `job_types` (NULL: any type) may take now, locked (FOR
 -- UPDATE SKIP LOCKED) and within every limit, with the tokens spent; called by pgwork.claim
 -- when some limit applies, which then marks them running in the same transaction. Not granted
--- to anyone: pgwork.claim calls it as the owner.
+-- to anyone: pgwork.claim calls it (as the owner; SECURITY DEFINER like every job-life function).
 CREATE FUNCTION pgwork.claim_limited(job_types text[], max_jobs integer, now_ timestamptz)
 RETURNS bigint[]
-LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pgwork, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     wanted text[];
