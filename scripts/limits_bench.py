@@ -9,6 +9,9 @@ Cases (all on type `gpu`, 16 claimers):
   limit, not binding  max_running 1000: the type's row locked and its running jobs counted per claim
   rate, not binding   a token bucket of 1000000/s on the row, spent per claim
   limit 4, binding    max_running 4: at most 4 of the 16 hold a job; the rest get nothing back
+Then, on one connection, the unlimited claim against version 7's function (installed beside it as
+pgwork.claim_v7, from its migration), call by call alternating: what the limits probe costs a type
+with no limit.
 
     python scripts/limits_bench.py [--dsn postgresql://postgres@127.0.0.1:5432/postgres] [--seconds 5] [--rounds 3]
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import re
 import statistics
 import time
 import uuid
@@ -26,6 +30,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pgwork import sql_files
 from pgwork.db import Queue, migrate
 from pgwork.dsn import with_dbname
 from pgwork.limits import Rate
@@ -76,12 +81,35 @@ def run_case(dsn: str, seconds: float) -> tuple[float, float, float, int]:
     return claimed / seconds, p50, p99, len(latencies)
 
 
+def probe_cost(dsn: str, calls: int) -> tuple[float, float]:
+    """p50 microseconds of one claim + its succeed: version 7's claim function, then today's."""
+    [v7] = [m for m in sql_files.migrations() if m.version == 7]
+    body = re.search(r"CREATE OR REPLACE FUNCTION pgwork\.claim\(.*?\n\$\$;\n", v7.sql, re.DOTALL)
+    assert body is not None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(body.group(0).replace("pgwork.claim(", "pgwork.claim_v7(", 1))  # type: ignore[arg-type]
+        times: dict[str, list[float]] = {"claim_v7": [], "claim": []}
+        for i in range(calls):
+            for name in ("claim_v7", "claim") if i % 2 else ("claim", "claim_v7"):
+                t = time.perf_counter()
+                row = conn.execute(
+                    sql.SQL("SELECT id, lease_token FROM pgwork.{}('p', ARRAY['gpu'], 1, 30)").format(
+                        sql.Identifier(name)
+                    )
+                ).fetchone()
+                assert row is not None
+                conn.execute("SELECT pgwork.succeed(%s, %s, 'null'::jsonb)", row)
+                times[name].append(time.perf_counter() - t)
+    return statistics.median(times["claim_v7"]) * 1e6, statistics.median(times["claim"]) * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=200_000)
+    parser.add_argument("--probe-calls", type=int, default=3000)
     args = parser.parse_args()
     name = f"pgwork_limits_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(args.dsn, autocommit=True) as admin:
@@ -99,6 +127,7 @@ def main() -> None:
                 for case in names[r % len(names) :] + names[: r % len(names)]:
                     CASES[case](q)
                     figures[case].append(run_case(dsn, args.seconds))
+            q.clear_limit("gpu")
         print(f"\n{CLAIMERS} claimers, {args.rounds} rounds of {args.seconds:g}s per case (medians over rounds)")
         print(f"{'case':<20} {'claims/s':>9} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
         for case, rows in figures.items():
@@ -107,6 +136,8 @@ def main() -> None:
             p50 = statistics.median(r[1] for r in rows)
             p99 = statistics.median(r[2] for r in rows)
             print(f"{case:<20} {rate:>9.0f} {calls:>9.0f} {p50:>8.2f} {p99:>8.2f}")
+        before, now = probe_cost(dsn, args.probe_calls)
+        print(f"\none connection, claim + succeed, no limit: version 7 {before:.0f} us, now {now:.0f} us")
     finally:
         with psycopg.connect(args.dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
