@@ -155,7 +155,7 @@ CREATE OR REPLACE FUNCTION pgwork.claim(
 ) RETURNS TABLE (
     id bigint, job_type text, payload jsonb, priority smallint, attempt_count smallint, max_attempts smallint,
     idempotency_key text, trace_context jsonb, lease_owner text, lease_token uuid,
-    lease_expires_at timestamptz, created_at timestamptz, last_error text
+    lease_expires_at timestamptz, created_at timestamptz, last_error text, timeout_seconds double precision
 )
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pgwork, pg_temp
@@ -181,7 +181,7 @@ BEGIN
          WHERE j.id = ANY (chosen)
         RETURNING j.id, j.job_type, j.payload, j.priority, j.attempt_count, j.max_attempts,
                   j.idempotency_key, j.trace_context, j.lease_owner, j.lease_token, j.lease_expires_at,
-                  j.created_at, j.last_error;
+                  j.created_at, j.last_error, j.timeout_seconds;
         RETURN;
     END IF;
     RETURN QUERY
@@ -218,7 +218,7 @@ BEGIN
              LIMIT max_jobs))
     RETURNING j.id, j.job_type, j.payload, j.priority, j.attempt_count, j.max_attempts,
               j.idempotency_key, j.trace_context, j.lease_owner, j.lease_token, j.lease_expires_at,
-              j.created_at, j.last_error;
+              j.created_at, j.last_error, j.timeout_seconds;
 END
 $$;
 
