@@ -27,6 +27,7 @@ COMMANDS = (
     "pgwork.commands.jobs",
     "pgwork.commands.reports",
     "pgwork.commands.housekeeping",
+    "pgwork.commands.limits",
 )
 
 # Modules that add subcommands: each has `register(subparsers) -> None`. A missing optional

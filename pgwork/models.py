@@ -109,6 +109,10 @@ class TypeStats:
     max_heartbeat_age_seconds: float
     # Counts stop at `cap` (None: exact): a count equal to it means "at least cap".
     cap: int | None = None
+    # The type's fleet-wide limit (pgwork.limits), None where it has none.
+    max_running: int | None = None
+    rate_count: int | None = None
+    rate_seconds: float | None = None
 
     def lower_bounds(self) -> tuple[str, ...]:
         """The counts that reached the cap, so are lower bounds (pure)."""

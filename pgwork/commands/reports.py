@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pgwork.commands.common import adder, open_queue, print_rows, whole
+from pgwork.limits import describe
 from pgwork.models import COUNTS, TypeStats
 from pgwork.validation import parse_job_types
 
@@ -31,6 +32,7 @@ def stats_rows(stats: Sequence[TypeStats], *, as_json: bool) -> list[dict[str, A
             for name in COUNTS:
                 if name in capped:
                     row[name] = f">={row[name]}"
+            row["limit"] = describe(row.pop("max_running"), row.pop("rate_count"), row.pop("rate_seconds"))
         rows.append(row)
     return rows
 
@@ -67,7 +69,7 @@ def cmd_dead(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     add = adder(sub)
     for name, func, text in (
-        ("stats", cmd_stats, "backlog per job type: ready, scheduled, running, dead"),
+        ("stats", cmd_stats, "backlog per job type: ready, scheduled, running, dead, and its limit"),
         ("running", cmd_running, "jobs in flight: owner, lease left, heartbeat age"),
         ("retrying", cmd_retrying, "pending jobs that have failed before"),
         ("dead", cmd_dead, "jobs that ran out of attempts, with their last error"),

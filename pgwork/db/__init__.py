@@ -5,7 +5,7 @@ schema      schema version and checks, migrate, grant, the installed claim state
 statements  the named statements of sql/queries.sql, run by their declared row shape
 rows        the typed rows they return
 pool        the Queue's connection pool      listen   LISTEN on a session connection
-base/queue  the Queue façade (questions in base, writes in queue)
+base/queue  the Queue façade (questions in base, writes in queue, batches, limits)
 """
 
 from pgwork.db.connect import AnyConnection, check_encoding, check_idle_connection, connect

@@ -20,6 +20,7 @@ from pgwork.db.base import check_seconds
 from pgwork.db.batches import Batches
 from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.connect import AnyConnection
+from pgwork.db.limits import Limits
 from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
 from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
@@ -56,7 +57,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches):
+class Queue(Batches, Limits):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write

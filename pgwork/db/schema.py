@@ -161,7 +161,9 @@ def grant(dsn: str, role: str, profile: str) -> list[str]:
     return list(applied)
 
 
-_CLAIM_BODY = re.compile(r"RETURN QUERY\s+(?P<statement>.*?);\s*END\s*$", re.DOTALL)
+# The function's last statement: with no limit applying (migration 11) the claim runs it alone;
+# the limited branch before it ends in its own RETURN, so the greedy prefix skips it.
+_CLAIM_BODY = re.compile(r".*RETURN QUERY\s+(?P<statement>.*?);\s*END\s*$", re.DOTALL)
 _CLAIM_ARGUMENTS = {
     "owner": "%(owner)s::text",
     "job_types": "%(job_types)s::text[]",
@@ -173,13 +175,14 @@ _CLAIM_NAMES = re.compile(r"(?<![\w.])(" + "|".join(_CLAIM_ARGUMENTS) + r")(?!\w
 
 
 def claim_statement(conn: AnyConnection) -> LiteralString:
-    """The one statement the installed pgwork.claim runs, read back from the database, with its
-    arguments as %(owner)s, %(job_types)s, %(limit)s, %(lease)s and %(now)s: what the plan tests
-    and the lab EXPLAIN (EXPLAIN of the function call cannot see inside it)."""
+    """The statement the installed pgwork.claim runs when no limit applies to the types asked for
+    (its last one), read back from the database, with its arguments as %(owner)s, %(job_types)s,
+    %(limit)s, %(lease)s and %(now)s: what the plan tests and the lab EXPLAIN (EXPLAIN of the
+    function call cannot see inside it)."""
     source = statements.scalar(conn, "claim_source")
     match = _CLAIM_BODY.search(str(source))
     if match is None:
-        raise ValueError("pgwork.claim no longer has the shape `RETURN QUERY <statement>; END`")
+        raise ValueError("pgwork.claim no longer ends with `RETURN QUERY <statement>; END`")
     body = re.sub(r"--[^\n]*", "", match.group("statement"))
     # The text is the body of pgwork's own migration, as installed; never input.
     return _CLAIM_NAMES.sub(lambda m: _CLAIM_ARGUMENTS[m.group(1)], body)

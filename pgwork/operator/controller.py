@@ -232,6 +232,8 @@ def autoscale(
         now=now,
         memory=memory if isinstance(memory, ScaleMemory) else None,
         external=spec.replicas,
+        limited=backlog.limited,
+        concurrency=spec.worker.concurrency,
     )
     memo["scale_memory"] = decision.memory
     memo["next_poll"] = now + spec.scaling.poll_interval_seconds

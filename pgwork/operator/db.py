@@ -23,6 +23,7 @@ from pgwork.errors import (
 )
 from pgwork.models import COUNTS, TypeStats
 from pgwork.operator.credentials import scrub
+from pgwork.operator.scaling import LimitedWork
 
 QueueFactory = Callable[[str], Queue]
 User = tuple[str, str]  # (namespace, jobqueue)
@@ -48,6 +49,8 @@ class QueueBacklog:
     max_heartbeat_age_seconds: float
     # The counts (names from pgwork.models.COUNTS) that are "at least": a type's count reached the cap.
     lower_bounds: tuple[str, ...] = ()
+    # The job types with a fleet-wide limit, their share of the counts and the limit (scaling caps them).
+    limited: tuple[LimitedWork, ...] = ()
 
 
 def count_cap(max_replicas: int, target_backlog_per_worker: int) -> int:
@@ -190,6 +193,11 @@ def sum_backlog(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> Que
         oldest_wait_seconds=max((s.oldest_wait_seconds for s in stats), default=0.0),
         max_heartbeat_age_seconds=max((s.max_heartbeat_age_seconds for s in stats), default=0.0),
         lower_bounds=tuple(name for name in COUNTS if name in capped),
+        limited=tuple(
+            LimitedWork(s.job_type, s.ready, s.running, s.max_running, s.rate_count)
+            for s in stats
+            if s.max_running is not None or s.rate_count is not None
+        ),
     )
 
 

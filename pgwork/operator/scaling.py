@@ -4,14 +4,31 @@ The rule: ceil((ready + running) / target), clamped to [min, max]. Up at once; d
 highest recommendation seen over the stabilization window (as the HPA does), so a brief lull
 does not shed workers that the next burst needs; from zero only when more than `activation`
 jobs are ready. A change of bounds applies at once.
+
+A job type with a fleet-wide limit (`pgwork limits set`) counts only the work the limit lets run:
+at most max_running of its jobs, and of its ready jobs no more than one rate period's claims; and
+it never asks for more workers than ceil(max_running / concurrency), the fewest that can run
+max_running jobs at once. More would sit idle beside a backlog they may not claim.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pgwork.operator.spec import ScalingSpec
+
+
+@dataclass(frozen=True)
+class LimitedWork:
+    """One limited job type's share of a queue's figures, with its limit (None: not limited so)."""
+
+    job_type: str
+    ready: int
+    running: int
+    max_running: int | None = None
+    rate_count: int | None = None  # claims per rate period
 
 
 @dataclass(frozen=True)
@@ -33,14 +50,41 @@ class Decision:
         return self.desired != current
 
 
-def recommend(policy: ScalingSpec, ready: int, running: int, current: int) -> int:
-    """The replicas the backlog asks for right now, before stabilization."""
-    work = max(0, ready) + max(0, running)
+def recommend(
+    policy: ScalingSpec,
+    ready: int,
+    running: int,
+    current: int,
+    *,
+    limited: Sequence[LimitedWork] = (),
+    concurrency: int = 1,
+) -> int:
+    """The replicas the backlog asks for right now, before stabilization. `ready` and `running`
+    are the queue's totals; `limited` the limited types' shares of them."""
     if current == 0 and running == 0 and ready <= policy.activation_backlog:
         raw = 0
     else:
-        raw = math.ceil(work / policy.target_backlog_per_worker)
+        raw = workers_for_work(policy.target_backlog_per_worker, ready, running, limited, concurrency)
     return min(max(raw, policy.min_replicas), policy.max_replicas)
+
+
+def workers_for_work(
+    target: int, ready: int, running: int, limited: Sequence[LimitedWork] = (), concurrency: int = 1
+) -> int:
+    """Workers for the unlimited work at `target` jobs each, plus each limited type's own (pure)."""
+    free = max(0, ready - sum(w.ready for w in limited)) + max(0, running - sum(w.running for w in limited))
+    return math.ceil(free / target) + sum(limited_workers(w, target, concurrency) for w in limited)
+
+
+def limited_workers(work: LimitedWork, target: int, concurrency: int) -> int:
+    """The workers one limited type can use (pure)."""
+    ready = max(0, work.ready)
+    if work.rate_count is not None:
+        ready = min(ready, work.rate_count)
+    jobs = ready + max(0, work.running)
+    if work.max_running is None:
+        return math.ceil(jobs / target)
+    return min(math.ceil(min(jobs, work.max_running) / target), math.ceil(work.max_running / max(1, concurrency)))
 
 
 def decide(
@@ -52,6 +96,8 @@ def decide(
     now: float,
     memory: ScaleMemory | None = None,
     external: int | None = None,
+    limited: Sequence[LimitedWork] = (),
+    concurrency: int = 1,
 ) -> Decision:
     """The replicas to set now. `external` is spec.replicas (set via the scale subresource)."""
     memory = memory or ScaleMemory()
@@ -60,11 +106,13 @@ def decide(
     raw = (
         min(max(external, policy.min_replicas), policy.max_replicas)
         if external is not None
-        else recommend(policy, ready, running, current)
+        else recommend(policy, ready, running, current, limited=limited, concurrency=concurrency)
     )
     kept = tuple((t, r) for t, r in memory.recommendations if now - t < window)
     new_memory = ScaleMemory(since, (*kept, (now, raw)))
     work = f"{ready} ready + {running} running, target {policy.target_backlog_per_worker}/worker"
+    if limited:
+        work += "; limited: " + ", ".join(_limit_text(w) for w in limited)
 
     if external is not None:
         verb = "Steady" if raw == current else "External"
@@ -95,3 +143,10 @@ def decide(
             new_memory,
         )
     return Decision(target, "ScaledDown", f"{current} → {target} ({work})", new_memory)
+
+
+def _limit_text(work: LimitedWork) -> str:
+    parts = [f"max {work.max_running} running"] if work.max_running is not None else []
+    if work.rate_count is not None:
+        parts.append(f"{work.rate_count} claims/period")
+    return f"{work.job_type} {' and '.join(parts)}"

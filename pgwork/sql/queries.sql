@@ -114,8 +114,11 @@ SELECT r.idempotency_key, r.job_id, r.job_type, r.produced_by, r.produced_at, r.
 -- name: stats :many
 -- Counts capped at %(cap)s (NULL: exact), returned with the cap so a count equal to it reads as
 -- "at least" (migration 0004).
-SELECT b.*, %(cap)s::integer AS cap
-  FROM pgwork.backlog(%(job_types)s::text[], %(cap)s::integer, coalesce(%(now)s::timestamptz, now())) AS b;
+-- Each type's limit beside its backlog (migration 11), so the operator's poll stays one statement.
+SELECT b.*, %(cap)s::integer AS cap, l.max_running, l.rate_count, l.rate_seconds
+  FROM pgwork.backlog(%(job_types)s::text[], %(cap)s::integer, coalesce(%(now)s::timestamptz, now())) AS b
+  LEFT JOIN pgwork.limits(coalesce(%(now)s::timestamptz, now())) AS l ON l.job_type = b.job_type
+ ORDER BY b.job_type;
 
 -- name: running :many
 SELECT * FROM pgwork.running_jobs(coalesce(%(now)s::timestamptz, now()));
@@ -191,3 +194,14 @@ SELECT * FROM pgwork.prune_batch(%(status)s::text, %(older_than)s::float8, %(bat
 -- Many failed attempts' decided states, each applied as set_state_if_held applies one (migration 0008).
 SELECT * FROM pgwork.fail_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(states)s::text[], %(reasons)s::text[],
                                %(retry_delays)s::float8[], %(errors)s::text[], %(now)s::timestamptz);
+
+-- name: set_limit :scalar
+-- A type's whole limit (NULL: not limited that way); true when the type had none (migration 11).
+SELECT pgwork.set_limit(%(job_type)s::text, %(max_running)s::integer, %(rate_count)s::integer,
+                        %(rate_seconds)s::float8, %(now)s::timestamptz) AS created;
+
+-- name: clear_limit :scalar
+SELECT pgwork.clear_limit(%(job_type)s::text) AS cleared;
+
+-- name: limits :many
+SELECT * FROM pgwork.limits(coalesce(%(now)s::timestamptz, now()));

@@ -46,7 +46,7 @@ from pgwork.worker.options import WorkerOptions
 from pgwork.worker.outcome import Outcome
 from pgwork.worker.registry import Job, Registry, StopReason
 from pgwork.worker.runners import Runners
-from pgwork.worker.slots import claim_size
+from pgwork.worker.slots import claim_size, held_back
 from pgwork.worker.timeouts import EXIT_ABANDONED
 from pgwork.worker.wakeup import WakeListener
 from pgwork.worker.watchdog import Watchdog
@@ -304,7 +304,7 @@ class Worker:
                         self._took(claimed, None)
                         if len(claimed) == room:
                             continue  # more may be ready
-                    elif self.options.burst and len(self.holdings) == 0:
+                    elif self.options.burst and len(self.holdings) == 0 and not self._held_back():
                         log.info("burst: no job ready and none running; exiting")
                         return
             finally:
@@ -322,6 +322,13 @@ class Worker:
             running=self.holdings.count(HeldState.RUNNING),
             finishing=self.holdings.count(HeldState.FINISHING),
         )
+
+    def _held_back(self) -> bool:
+        """A burst worker's empty claim: were ready jobs held back by a limit (slots.held_back)?"""
+        try:
+            return held_back(self.queue.stats(self.job_types, cap=1))
+        except (*TRANSIENT, PgworkError):
+            return True  # cannot tell: poll again rather than exit with the backlog undrained
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         started = time.perf_counter()

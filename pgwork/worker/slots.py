@@ -1,6 +1,10 @@
-"""How many jobs to claim now (pure, no I/O)."""
+"""How many jobs to claim now, and whether an empty claim means done (pure, no I/O)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pgwork.models import TypeStats
 
 
 def claim_size(concurrency: int, batch: int, *, waiting: int, running: int, finishing: int = 0) -> int:
@@ -15,3 +19,10 @@ def claim_size(concurrency: int, batch: int, *, waiting: int, running: int, fini
     capacity = max(concurrency, batch)
     room = min(capacity - waiting - running, 2 * capacity - waiting - running - finishing)
     return max(0, min(batch, room))
+
+
+def held_back(stats: Iterable[TypeStats]) -> bool:
+    """Whether ready jobs of these types wait on a fleet-wide limit (other workers hold the type's
+    slots, or its rate is spent): then a burst worker whose claim came back empty waits for them
+    instead of exiting with the backlog undrained (pure)."""
+    return any(s.ready > 0 and (s.max_running is not None or s.rate_count is not None) for s in stats)

@@ -60,6 +60,9 @@ def test_migrate_enqueue_and_ask(empty_dsn: str) -> None:
             "dead": 0,
             "oldest_wait_seconds": stats[0]["oldest_wait_seconds"],
             "max_heartbeat_age_seconds": 0.0,
+            "max_running": None,  # no limit on the type (pgwork limits)
+            "rate_count": None,
+            "rate_seconds": None,
             "lower_bounds": [],
             "cap": 1000,
         }

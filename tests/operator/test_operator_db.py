@@ -6,8 +6,11 @@ from __future__ import annotations
 import psycopg.conninfo
 import pytest
 
+from pgwork.limits import Rate
 from pgwork.models import NewJob
 from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, sum_backlog
+from pgwork.operator.scaling import LimitedWork, recommend
+from pgwork.operator.spec import ScalingSpec
 from pgwork.queue import Queue
 
 
@@ -53,6 +56,18 @@ def test_a_capped_backlog_says_which_are_lower_bounds_and_a_lower_cap_is_not_reu
         assert sum_backlog(q.stats(["ocr"], cap=30), ["ocr"]).lower_bounds == ("ready",)
     finally:
         cache.close_all()
+
+
+def test_the_poll_reports_each_types_limit_and_scaling_keeps_to_it(queue: Queue) -> None:
+    queue.enqueue_many([NewJob("gpu", {"n": n}) for n in range(500)] + [NewJob("cpu", {"n": n}) for n in range(9)])
+    queue.set_limit("gpu", max_running=4, rate=Rate(60, 60))
+    queue.claim("pod-a", job_types=["gpu"], limit=10)
+    backlog = sum_backlog(queue.stats(["gpu", "cpu"], cap=101), ["gpu", "cpu"])
+    assert backlog.limited == (LimitedWork("gpu", 101, 4, 4, 60),)  # ready capped at 101: a lower bound
+    assert (backlog.ready, backlog.running) == (101 + 9, 4)
+    policy = ScalingSpec(0, 50, 1, 0, 300.0, 10.0)
+    wanted = recommend(policy, backlog.ready, backlog.running, 1, limited=backlog.limited, concurrency=2)
+    assert wanted == 9 + 2  # cpu's 9 at one each, gpu's 4 at two per worker
 
 
 @pytest.mark.parametrize(

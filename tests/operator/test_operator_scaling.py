@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgwork.operator.scaling import ScaleMemory, decide, recommend
+from pgwork.operator.scaling import LimitedWork, ScaleMemory, decide, recommend, workers_for_work
 from pgwork.operator.spec import ScalingSpec
 
 
@@ -93,3 +93,42 @@ def test_retry_delay_after_database_failures(poll: float, failures: int, expecte
     from pgwork.operator.controller import retry_delay
 
     assert retry_delay(poll, failures) == pytest.approx(expected)
+
+
+def lw(job_type: str, ready: int, running: int, max_running: int | None = None, rate: int | None = None) -> LimitedWork:
+    return LimitedWork(job_type, ready, running, max_running, rate)
+
+
+@pytest.mark.parametrize(
+    ("target", "concurrency", "ready", "running", "limited", "expected"),
+    [
+        # The case: max_running 4, 2 jobs per worker → never more than 2 workers, whatever the backlog.
+        (1, 2, 10_000, 4, [lw("gpu", 10_000, 4, max_running=4)], 2),
+        (1, 2, 10_000, 0, [lw("gpu", 10_000, 0, max_running=4)], 2),
+        (5, 2, 10_000, 4, [lw("gpu", 10_000, 4, max_running=4)], 1),  # the target asks for fewer still
+        (1, 1, 10_000, 4, [lw("gpu", 10_000, 4, max_running=4)], 4),
+        (1, 3, 10_000, 4, [lw("gpu", 10_000, 4, max_running=4)], 2),  # ceil(4 / 3)
+        (1, 2, 1, 0, [lw("gpu", 1, 0, max_running=4)], 1),  # less work than the limit: the work decides
+        # The unlimited types beside it scale as before; the limited type adds only what it can use.
+        (10, 2, 10_000 + 95, 4, [lw("gpu", 10_000, 4, max_running=4)], 10 + 1),
+        # A rate: ready jobs past one period's claims cannot start yet.
+        (10, 4, 5_000, 0, [lw("llm", 5_000, 0, rate=60)], 6),
+        (10, 4, 5_000, 30, [lw("llm", 5_000, 30, rate=60)], 9),  # running jobs are real work
+        (10, 4, 5_000, 30, [lw("llm", 5_000, 30, max_running=8, rate=60)], 1),
+        # No limit: exactly the old rule.
+        (5, 2, 50, 0, [], 10),
+    ],
+)
+def test_limits_cap_the_workers_a_type_asks_for(
+    target: int, concurrency: int, ready: int, running: int, limited: list[LimitedWork], expected: int
+) -> None:
+    assert workers_for_work(target, ready, running, limited, concurrency) == expected
+    p = policy(max_=100, target=target)
+    assert recommend(p, ready, running, 1, limited=limited, concurrency=concurrency) == max(expected, 1)
+
+
+def test_a_limited_backlog_does_not_scale_up_and_the_message_says_why() -> None:
+    limited = (lw("gpu", 10_000, 4, max_running=4),)
+    d = decide(policy(max_=50, target=1), ready=10_000, running=4, current=2, now=0.0, limited=limited, concurrency=2)
+    assert (d.desired, d.reason) == (2, "Steady")
+    assert "gpu max 4 running" in d.message

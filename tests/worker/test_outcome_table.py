@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pgwork.failure import DeadReason
-from pgwork.models import Completion, FailOutcome
+from pgwork.models import Completion, FailOutcome, TypeStats
 from pgwork.worker.outcome import Ended, Outcome, after_failure, after_success, decide
 from pgwork.worker.registry import PermanentError, StopReason
-from pgwork.worker.slots import claim_size
+from pgwork.worker.slots import claim_size, held_back
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BOOM = ValueError("boom")
@@ -122,3 +122,23 @@ def test_claim_size_waits_for_a_writer_that_falls_behind(
     concurrency: int, batch: int, waiting: int, running: int, finishing: int, claim: int
 ) -> None:
     assert claim_size(concurrency, batch, waiting=waiting, running=running, finishing=finishing) == claim
+
+
+def _stats(ready: int, max_running: int | None = None, rate_count: int | None = None) -> TypeStats:
+    return TypeStats("t", ready, 0, 0, 0, 0, 0.0, 0.0, 1, max_running, rate_count, 60.0 if rate_count else None)
+
+
+@pytest.mark.parametrize(
+    ("stats", "expected"),
+    [
+        ([], False),
+        ([_stats(0)], False),  # nothing ready: done
+        ([_stats(1)], False),  # ready but unlimited: the claim would have taken it (someone else did)
+        ([_stats(0, max_running=2)], False),  # limited, nothing ready: done
+        ([_stats(1, max_running=2)], True),  # ready behind a running limit: wait for the slots
+        ([_stats(1, rate_count=10)], True),  # ready behind a spent rate: wait for the tokens
+        ([_stats(0), _stats(1, max_running=1)], True),
+    ],
+)
+def test_a_burst_worker_waits_only_for_jobs_a_limit_holds_back(stats: list[TypeStats], expected: bool) -> None:
+    assert held_back(stats) is expected
