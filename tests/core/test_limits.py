@@ -185,6 +185,16 @@ def test_a_crashed_workers_jobs_come_back_with_their_slots_once_reaped(queue: Qu
     assert [s.running for s in queue.stats(["gpu"], now=T0 + timedelta(seconds=61))] == [2]
 
 
+def test_a_limited_claim_returns_what_an_unlimited_one_does(queue: Queue) -> None:
+    # Both arms of pgwork.claim must set and return the same columns (version 10's timeout too).
+    queue.enqueue_many([NewJob("gpu", {"n": 1}, timeout=90), NewJob("cpu", {"n": 1}, timeout=90)], now=T0)
+    queue.set_limit("gpu", max_running=1, now=T0)
+    (limited,) = queue.claim("pod", job_types=["gpu"], limit=5, now=T0)
+    (unlimited,) = queue.claim("pod", job_types=["cpu"], limit=5, now=T0)
+    assert limited.timeout == unlimited.timeout == 90
+    assert (limited.attempt, limited.lease.owner) == (unlimited.attempt, unlimited.lease.owner) == (1, "pod")
+
+
 @pytest.mark.parametrize(
     "way_out",
     ["succeed", "succeed_many", "fail_retry", "fail_dead", "fail_many", "release", "cancel", "reap"],
