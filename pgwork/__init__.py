@@ -5,9 +5,10 @@ from pgwork.db import Queue, migrate
 from pgwork.db.aqueue import AsyncQueue
 from pgwork.errors import InvalidArgument, JobFailed, PgworkError, WaitTimeout
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState, NewJob
+from pgwork.progress import Progress
 from pgwork.version import __version__
 from pgwork.worker.app import App
-from pgwork.worker.registry import Job, PermanentError, handler
+from pgwork.worker.registry import Job, PermanentError, current_job, handler
 
 __all__ = [
     "App",
@@ -24,9 +25,11 @@ __all__ = [
     "NewJob",
     "PermanentError",
     "PgworkError",
+    "Progress",
     "Queue",
     "WaitTimeout",
     "__version__",
+    "current_job",
     "handler",
     "migrate",
 ]

@@ -59,6 +59,9 @@ class ClaimedJob:
     last_error: str | None
     # The job's own timeout in seconds, as stored (None: its handler's, or none).
     timeout: float | None = None
+    # What the job's last checkpoint saved (pgwork.progress), for this attempt to resume from;
+    # None when no earlier attempt saved one.
+    checkpoint: Any = None
 
 
 class LeaseState(enum.Enum):

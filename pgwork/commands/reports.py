@@ -70,7 +70,7 @@ def register(sub: Any) -> None:
     add = adder(sub)
     for name, func, text in (
         ("stats", cmd_stats, "backlog per job type: ready, scheduled, running, dead, and its limit"),
-        ("running", cmd_running, "jobs in flight: owner, lease left, heartbeat age"),
+        ("running", cmd_running, "jobs in flight: owner, lease left, heartbeat age, progress"),
         ("retrying", cmd_retrying, "pending jobs that have failed before"),
         ("dead", cmd_dead, "jobs that ran out of attempts, with their last error"),
     ):

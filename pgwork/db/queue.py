@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from pgwork.db.base import check_seconds
 from pgwork.db.batches import Batches
 from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
+from pgwork.db.checkpoints import Checkpoints
 from pgwork.db.connect import AnyConnection
 from pgwork.db.limits import Limits
 from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
@@ -47,6 +48,7 @@ from pgwork.models import (
     PruneProgress,
     Reclaimed,
 )
+from pgwork.progress import Progress
 from pgwork.validation import (
     check_age,
     check_ids,
@@ -57,7 +59,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches, Limits):
+class Queue(Batches, Limits, Checkpoints):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write
@@ -165,15 +167,21 @@ class Queue(Batches, Limits):
         lease_seconds: float = 30.0,
         now: datetime | None = None,
         conn: AnyConnection | None = None,
+        progress: Mapping[int, Progress] | None = None,
     ) -> dict[int, LeaseState]:
-        """Renew many leases in one statement; says for each job whether it is still held."""
+        """Renew many leases in one statement; says for each job whether it is still held.
+        `progress` (by job id, checked by pgwork.progress.check_progress) is stored with the
+        renewal of the jobs it names, fenced by the same tokens: no statement of its own."""
         check_seconds(lease_seconds, "lease_seconds")
         if not leases:
             return {}
+        reported = [progress.get(lease.job_id) if progress else None for lease in leases]
         params = {
             "ids": [lease.job_id for lease in leases],
             "tokens": [lease.token for lease in leases],
             "lease": float(lease_seconds),
+            "progress": [p.fraction if p else None for p in reported] if progress else None,
+            "notes": [p.note if p else None for p in reported] if progress else None,
             "now": now,
         }
         rows = self._many("heartbeat", params, HeartbeatRow, conn)

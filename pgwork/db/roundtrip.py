@@ -60,6 +60,7 @@ def claimed_jobs(rows: Sequence[ClaimRow], owner: str) -> list[ClaimedJob]:
             created_at=r.created_at,
             last_error=r.last_error,
             timeout=r.timeout_seconds,
+            checkpoint=r.checkpoint,
         )
         for r in rows
     ]

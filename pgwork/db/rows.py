@@ -33,6 +33,11 @@ class JobRow:
     idempotency_key: str
     trace_context: Any
     timeout_seconds: float | None = None
+    progress: float | None = None
+    progress_note: str | None = None
+    progress_at: datetime | None = None
+    checkpoint: Any = None
+    checkpoint_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,10 @@ class RunningRow:
     lease_remaining_seconds: float
     since_heartbeat_seconds: float
     cancel_requested: bool
+    progress: float | None
+    progress_note: str | None
+    since_progress_seconds: float | None
+    since_checkpoint_seconds: float | None
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,7 @@ class ClaimRow:
     created_at: datetime
     last_error: str | None
     timeout_seconds: float | None = None
+    checkpoint: Any = None
 
 
 @dataclass(frozen=True)
@@ -174,3 +184,9 @@ class FailManyRow:
     id: int
     status: str
     available_at: datetime
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    id: int
+    checkpoint_at: datetime

@@ -61,7 +61,12 @@ SELECT * FROM pgwork.claim(%(owner)s::text, %(job_types)s::text[], %(limit)s::in
                            %(now)s::timestamptz);
 
 -- name: heartbeat :many
-SELECT * FROM pgwork.heartbeat(%(ids)s::bigint[], %(tokens)s::uuid[], %(lease)s::float8, %(now)s::timestamptz);
+-- progress[i] and notes[i] go with ids[i]: NULL where a job reported no new progress (migration 0012).
+SELECT * FROM pgwork.heartbeat(%(ids)s::bigint[], %(tokens)s::uuid[], %(lease)s::float8, %(progress)s::float8[],
+                               %(notes)s::text[], %(now)s::timestamptz);
+
+-- name: checkpoint :one
+SELECT * FROM pgwork.checkpoint(%(id)s::bigint, %(token)s::uuid, %(state)s::jsonb, %(now)s::timestamptz);
 
 -- name: succeed :one
 SELECT * FROM pgwork.succeed(%(id)s::bigint, %(token)s::uuid, %(result)s::jsonb, %(now)s::timestamptz);
@@ -104,7 +109,8 @@ SELECT p.prosrc FROM pg_catalog.pg_proc AS p
 SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.attempt_count,
        j.max_attempts, j.created_at, j.available_at, j.started_at, j.completed_at,
        j.lease_owner, j.lease_token, j.lease_expires_at, j.heartbeat_at, j.cancel_requested_at,
-       j.last_error, j.idempotency_key, j.trace_context, j.timeout_seconds
+       j.last_error, j.idempotency_key, j.trace_context, j.timeout_seconds,
+       j.progress, j.progress_note, j.progress_at, j.checkpoint, j.checkpoint_at
   FROM pgwork.jobs AS j WHERE j.id = %(id)s;
 
 -- name: get_result :one

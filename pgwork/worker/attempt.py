@@ -30,7 +30,7 @@ from pgwork.worker.enforce import arm
 from pgwork.worker.finishes import Finisher, Pending
 from pgwork.worker.holdings import Held, HeldState
 from pgwork.worker.outcome import Decision, Ended, Outcome, decide, worker_error
-from pgwork.worker.registry import PermanentError, Registry
+from pgwork.worker.registry import PermanentError, Registry, running
 
 log = logging.getLogger("pgwork.worker")
 
@@ -133,14 +133,15 @@ class Attempts:
 
     def _call(self, held: Held, span: trace.Span | None) -> Ended:
         try:
-            with self._using(span):
+            with running(held.job), self._using(span):
                 return _returned(self._handler(held)(held.job))
         except BaseException as exc:  # nothing a handler does may crash the worker
             return Ended(error=exc)
 
     async def _call_async(self, held: Held, span: trace.Span | None) -> Ended:
         try:
-            with self._using(span):
+            # The task runs in a copy of the loop's context: current_job() is this job inside it.
+            with running(held.job), self._using(span):
                 return Ended(value=await self._handler(held)(held.job))
         except BaseException as exc:  # CancelledError too: the stop reason decides what it means
             return Ended(error=exc)

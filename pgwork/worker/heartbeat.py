@@ -79,11 +79,18 @@ class Heartbeat(threading.Thread):
         # database to come back). Their row may be changing state, so a "lost" answer for them is
         # not acted on: the write itself says whether the token still held the job.
         held = [h for h in self._holdings.snapshot() if h.state in _RENEWED and not h.job.lease_lost]
+        # Progress reported since the last round rides on this renewal (no statement of its own).
+        progress = {h.claimed.id: p for h in held if (p := h.job.take_progress()) is not None}
         sent = time.monotonic()
         try:
             conn = self._connection()
-            states = self._queue.heartbeat_many([h.lease for h in held], lease_seconds=self.lease, conn=conn)
+            states = self._queue.heartbeat_many(
+                [h.lease for h in held], lease_seconds=self.lease, conn=conn, progress=progress
+            )
         except (*TRANSIENT, PgworkError) as exc:
+            for h in held:
+                if h.claimed.id in progress:
+                    h.job.untake_progress(progress[h.claimed.id])
             self._close()
             log.warning("heartbeat failed (%s); will retry in %gs", str(exc).strip().splitlines()[0], self.interval)
             now = time.monotonic()

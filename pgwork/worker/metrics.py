@@ -6,6 +6,7 @@ its own CollectorRegistry so several in one process (tests) never collide.
 
 from __future__ import annotations
 
+import functools
 import socket
 import sys
 import threading
@@ -64,6 +65,21 @@ class WorkerMetrics:
             "(0 while it holds none).",
             registry=r,
         )
+        # Progress per job type as a sum and a count, not a per-job series (job ids are unbounded)
+        # nor a mean (means of pods do not add up): sum by (job_type) of the one over the other is
+        # the fleet's mean progress of the jobs that report one.
+        self.progress_sum = Gauge(
+            "pgwork_job_progress_sum",
+            "Sum of the newest progress (0..1) of the jobs this worker runs that reported one, by job type.",
+            ["job_type"],
+            registry=r,
+        )
+        self.progress_jobs = Gauge(
+            "pgwork_job_progress_reporting",
+            "Jobs this worker runs that reported progress, by job type.",
+            ["job_type"],
+            registry=r,
+        )
         self.lease_lost = Counter(
             "pgwork_lease_lost_total",
             "Jobs whose lease this worker lost (renewal or finish matched no row).",
@@ -95,6 +111,8 @@ class WorkerMetrics:
         the holdings at each scrape. Until the first heartbeat round, the last-heartbeat timestamp
         is the start time: no renewal is owed before one interval has passed."""
         for job_type in job_types:
+            self.progress_sum.labels(job_type).set_function(functools.partial(_progress_sum, holdings, job_type))
+            self.progress_jobs.labels(job_type).set_function(functools.partial(_progress_count, holdings, job_type))
             self.lease_lost.labels(job_type)
             self.timed_out.labels(job_type)
             self.abandoned.labels(job_type)
@@ -124,6 +142,26 @@ def heartbeat_age(holdings: Holdings, now: float) -> float:
         if h.state in (HeldState.WAITING, HeldState.RUNNING) and not h.job.lease_lost
     ]
     return max(0.0, now - min(renewed)) if renewed else 0.0
+
+
+def progress_figures(holdings: Holdings, job_type: str) -> tuple[int, float]:
+    """How many running jobs of `job_type` reported progress, and the sum of their newest fractions."""
+    reported = [
+        p.fraction
+        for h in holdings.snapshot()
+        if h.state is HeldState.RUNNING
+        and h.claimed.job_type == job_type
+        and (p := h.job.reported_progress) is not None
+    ]
+    return len(reported), sum(reported)
+
+
+def _progress_sum(holdings: Holdings, job_type: str) -> float:
+    return progress_figures(holdings, job_type)[1]
+
+
+def _progress_count(holdings: Holdings, job_type: str) -> float:
+    return progress_figures(holdings, job_type)[0]
 
 
 # A scraper that gave up (timeout, a stopped-then-resumed worker) closes its end: writing the

@@ -7,17 +7,21 @@ transaction open, and the worker writes its result through the fenced succeed, n
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import functools
 import inspect
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from pgwork.backoff import Backoff
 from pgwork.errors import InvalidArgument
+from pgwork.progress import Progress, check_progress, checkpoint_json
 from pgwork.validation import check_int, check_job_type, check_timeout
 
 # A plain `Job -> JSON value` function, or an `async def` one (its call returns a coroutine).
@@ -46,6 +50,7 @@ class Job:
 
     Long handlers should look at `should_stop` (or use `sleep`, which wakes early) between
     steps: once it is true, whatever the handler returns is discarded and no effect is written.
+    They may report `progress` and save a `checkpoint` to resume from (`last_checkpoint`).
     """
 
     id: int
@@ -55,10 +60,17 @@ class Job:
     max_attempts: int
     idempotency_key: str
     trace_context: dict[str, str] = field(default_factory=dict)
+    # What the job's last checkpoint saved (this attempt's or an earlier one's), or None.
+    last_checkpoint: Any = None
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _reason: StopReason | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _on_stop: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    _reported: Progress | None = field(default=None, repr=False)  # the newest progress
+    _unsent: Progress | None = field(default=None, repr=False)  # ... not yet given to a heartbeat
+    # Saves a checkpoint's JSON text, fenced by this attempt's lease (set by the worker). None: a
+    # Job made by hand, e.g. in a handler's unit test, whose checkpoints stay in memory.
+    _saver: Callable[[Any], bool] | None = field(default=None, repr=False)
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -84,6 +96,47 @@ class Job:
         """Wait `seconds`; returns False early if the job must stop (lost, cancelled, released)."""
         return not self._stop.wait(max(0.0, seconds))
 
+    def progress(self, fraction: float, note: str | None = None) -> None:
+        """Report how far the job is (0..1) and, optionally, what it is doing ("page 3 of 10",
+        cut to 200 characters). Costs nothing: the worker sends the newest report with its next
+        heartbeat; `pgwork running` and the pgwork.running view show it. A fraction outside
+        0..1 (or not a number) raises InvalidArgument here."""
+        reported = check_progress(fraction, note)
+        with self._lock:
+            self._reported = self._unsent = reported
+
+    @property
+    def reported_progress(self) -> Progress | None:
+        """The newest progress this attempt reported (stored or not yet)."""
+        return self._reported
+
+    def checkpoint(self, state: Any) -> bool:
+        """Save `state` (small JSON: a page number, a cursor; at most 64 KiB) so that the job's
+        next attempt, after a crash, a retry or a release, finds it in `last_checkpoint` and can
+        resume there. Written at once, fenced by this attempt's lease: True once stored, False
+        when the lease is lost (nothing was saved; the job is stopped, as `should_stop` says).
+        A state that is not JSON or too large raises InvalidArgument; an unreachable database
+        raises its error (the handler may catch it and carry on)."""
+        text = checkpoint_json(state)  # the handler's error, raised before anything is sent
+        saved = True if self._saver is None else self._saver(state)
+        if saved:
+            self.last_checkpoint = json.loads(text)  # a copy: later changes to `state` are not saved
+        else:
+            self.request_stop(StopReason.LEASE_LOST)
+        return saved
+
+    def take_progress(self) -> Progress | None:
+        """For the heartbeat: the progress reported since the last take, once."""
+        with self._lock:
+            unsent, self._unsent = self._unsent, None
+            return unsent
+
+    def untake_progress(self, progress: Progress) -> None:
+        """For the heartbeat whose renewal failed: send it next time, unless a newer one came."""
+        with self._lock:
+            if self._unsent is None:
+                self._unsent = progress
+
     def request_stop(self, reason: StopReason) -> None:
         """Called by the worker; the first reason wins. The first request also runs what
         `when_stopped` registered (for an async handler: cancelling its task)."""
@@ -104,6 +157,28 @@ class Job:
                 self._on_stop.append(callback)
                 return
         callback()
+
+
+_CURRENT: contextvars.ContextVar[Job | None] = contextvars.ContextVar("pgwork_current_job", default=None)
+
+
+def current_job() -> Job:
+    """The job the calling handler is running, for code below the handler that was not handed
+    it (a page loop in a library of your own reporting `current_job().progress(...)`)."""
+    job = _CURRENT.get()
+    if job is None:
+        raise RuntimeError("pgwork.current_job() is called outside a handler; pass the Job instead")
+    return job
+
+
+@contextlib.contextmanager
+def running(job: Job) -> Iterator[None]:
+    """While a handler runs: `current_job()` is `job`."""
+    token = _CURRENT.set(job)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
 
 
 @dataclass(frozen=True)

@@ -358,8 +358,10 @@ class Worker:
             max_attempts=claimed.max_attempts,
             idempotency_key=claimed.idempotency_key,
             trace_context=usable_trace_context(claimed),
+            last_checkpoint=claimed.checkpoint,
         )
         held = Held(claimed, job, self.options.lease)
+        job._saver = lambda state: self.queue.checkpoint(held.lease, state)
         self.holdings.add(held)
         self._runners.submit(held)
 

@@ -14,6 +14,7 @@ import pytest
 
 from pgwork.db import Queue
 from pgwork.models import Lease
+from pgwork.progress import Progress
 
 RUNNING = 60
 WORKERS = 6
@@ -23,17 +24,21 @@ SELECT pg_stat_get_xact_tuples_updated('pgwork.jobs'::regclass),
        pg_stat_get_xact_tuples_hot_updated('pgwork.jobs'::regclass)
 """
 
+# What a heartbeat writes: the lease's renewal and (migration 0012) the progress it carries.
+# The checkpoint is written by its own statement, but on the same running rows: kept HOT too.
 HEARTBEAT_COLUMNS = """
 SELECT DISTINCT a.attname
   FROM pg_index AS i
   JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
- WHERE i.indrelid = 'pgwork.jobs'::regclass AND a.attname IN ('heartbeat_at', 'lease_expires_at')
+ WHERE i.indrelid = 'pgwork.jobs'::regclass
+   AND a.attname IN ('heartbeat_at', 'lease_expires_at', 'progress', 'progress_note', 'progress_at',
+                     'checkpoint', 'checkpoint_at')
 UNION
 SELECT 'predicate or expression of ' || c.relname
   FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
  WHERE i.indrelid = 'pgwork.jobs'::regclass
-   AND (pg_get_expr(i.indpred, i.indrelid) ~ '(heartbeat_at|lease_expires_at)'
-        OR pg_get_expr(i.indexprs, i.indrelid) ~ '(heartbeat_at|lease_expires_at)')
+   AND (pg_get_expr(i.indpred, i.indrelid) ~ '(heartbeat_at|lease_expires_at|progress|checkpoint)'
+        OR pg_get_expr(i.indexprs, i.indrelid) ~ '(heartbeat_at|lease_expires_at|progress|checkpoint)')
 """
 
 
@@ -59,12 +64,16 @@ def _leases(queue: Queue, lease: float = 300.0) -> list[list[Lease]]:
     return held
 
 
-def _renew_and_count(queue: Queue, held: list[list[Lease]]) -> tuple[int, int]:
-    """Renew as workers do (each worker its own leases, in its own transaction) and count the updates."""
+def _renew_and_count(queue: Queue, held: list[list[Lease]], *, progress: bool = False) -> tuple[int, int]:
+    """Renew as workers do (each worker its own leases, in its own transaction) and count the
+    updates; with `progress`, every renewal also carries a new progress and note."""
     updated = hot = 0
     for leases in held:
+        reported = (
+            {lease.job_id: Progress(0.5, f"page {lease.job_id} of 1000") for lease in leases} if progress else None
+        )
         with psycopg.connect(queue.dsn) as conn:
-            states = queue.heartbeat_many(leases, lease_seconds=300, conn=conn)
+            states = queue.heartbeat_many(leases, lease_seconds=300, conn=conn, progress=reported)
             assert len(states) == len(leases)
             row = conn.execute(COUNTERS).fetchone()
             conn.commit()
@@ -83,6 +92,25 @@ def test_every_renewal_is_a_hot_update(queue: Queue) -> None:
     leases = _leases(queue)
     updated, hot = _renew_and_count(queue, leases)
     assert (updated, hot) == (RUNNING, RUNNING)
+
+
+def test_every_renewal_carrying_progress_is_a_hot_update(queue: Queue) -> None:
+    leases = _leases(queue)
+    updated, hot = _renew_and_count(queue, leases, progress=True)
+    assert (updated, hot) == (RUNNING, RUNNING)
+    with psycopg.connect(queue.dsn) as conn:
+        stored = conn.execute("SELECT count(*) FROM pgwork.jobs WHERE progress = 0.5").fetchone()
+    assert stored == (RUNNING,)
+
+
+def test_every_checkpoint_is_a_hot_update(queue: Queue) -> None:
+    leases = [lease for held in _leases(queue) for lease in held]
+    with psycopg.connect(queue.dsn) as conn:
+        for lease in leases:
+            assert queue.checkpoint(lease, {"page": lease.job_id}, conn=conn)
+        row = conn.execute(COUNTERS).fetchone()
+        conn.commit()
+    assert row == (RUNNING, RUNNING)
 
 
 def test_with_the_old_lease_index_no_renewal_is_hot(queue: Queue) -> None:

@@ -155,6 +155,8 @@ V1_COLUMNS = (
 
 
 def _snapshot(dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every row's every value that is not NULL: a migration that adds a column (NULL in the rows
+    it finds) leaves the snapshot equal, one that changes or clears a value does not."""
     with psycopg.connect(dsn) as conn:
         jobs = conn.execute(f"SELECT {V1_COLUMNS} FROM pgwork.jobs ORDER BY id").fetchall()
         results = conn.execute("SELECT * FROM pgwork.job_results ORDER BY idempotency_key").fetchall()

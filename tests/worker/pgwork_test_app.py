@@ -214,3 +214,24 @@ async def async_block(job: Job) -> dict[str, float]:
     seconds = float(job.payload.get("seconds", 1.5))
     time.sleep(seconds)
     return {"blocked": seconds}
+
+
+@pgwork.handler("pages")
+def pages(job: Job) -> dict[str, Any]:
+    """Works through `pages` pages, reporting progress and checkpointing after each; the first
+    attempt stalls after checkpointing page `stall_at` (a worker killed there loses nothing)."""
+    total = int(job.payload.get("pages", 5))
+    start = int((job.last_checkpoint or {}).get("page", 0))
+    for page in range(start + 1, total + 1):
+        pgwork.current_job().progress(page / total, f"page {page} of {total}")
+        if not job.checkpoint({"page": page}):
+            return {}
+        if job.attempt == 1 and page == job.payload.get("stall_at"):
+            job.sleep(120)
+            return {}
+    return {"resumed_after_page": start, "attempt": job.attempt}
+
+
+@pgwork.handler("bad_progress")
+def bad_progress(job: Job) -> None:
+    job.progress(40, "percent, not a fraction")

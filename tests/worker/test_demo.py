@@ -77,6 +77,7 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
     out = proc.stdout
     assert "using the database in DATABASE_URL" in out
     assert "SIGKILL demo-w" in out and "reaper: job 1's lease lapsed" in out
+    assert "job 1 (scan-001.pdf) on demo-w" in out and "of 5 (sent with its heartbeat)" in out
     assert "Every invariant held" in out
     with psycopg.connect(empty_dsn) as conn:
         after = conn.execute("SELECT nspname FROM pg_namespace ORDER BY 1").fetchall()
@@ -96,6 +97,12 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
     assert len(jobs) == 24
     assert [(s, a) for s, a, _ in by_role["long"]] == [("succeeded", 2)]
     assert "[lease expired, reclaimed from demo-w" in (by_role["long"][0][2] or "")
+    with psycopg.connect(empty_dsn) as conn:
+        resumed = conn.execute(
+            "SELECT (r.result->>'resumed_after_page')::int, j.checkpoint FROM pgwork.jobs AS j"
+            " JOIN pgwork.job_results AS r USING (idempotency_key) WHERE j.payload->>'role' = 'long'"
+        ).fetchone()
+    assert resumed is not None and resumed[0] >= 1 and resumed[1] == {"page": 5}
     assert [(s, a) for s, a, _ in by_role["flaky"]] == [("succeeded", 3)] * 2
     assert [(s, a) for s, a, _ in by_role["poison"]] == [("dead", 1)]
     assert "pgwork.PermanentError: unreadable invoice" in (by_role["poison"][0][2] or "")

@@ -1,7 +1,9 @@
 """The demo's handlers: `pgwork worker --app pgwork.tools.demo.app`.
 
 `demo.extract_invoice` reads the fields out of an invoice's text. It first spends
-`work_seconds` "scanning" (standing in for OCR or a model call), then parses. A document marked
+`work_seconds` "scanning" its `pages` (standing in for OCR or a model call), reporting progress
+and checkpointing after each page, so an attempt after a crash resumes at the next page; then it
+parses. A document marked
 `flaky_failures: N` fails its first N attempts as an unreliable backend would; a document that
 does not parse is a PermanentError (dead at once: no retry can fix a torn scan). Each attempt
 has 30 seconds (the handler's timeout); a job enqueued with its own timeout gets that instead,
@@ -19,9 +21,15 @@ from pgwork.tools.demo import JOB_TYPE, invoices
 
 @pgwork.handler(JOB_TYPE, timeout="30s")
 def extract_invoice(job: Job) -> dict[str, Any]:
-    if not job.sleep(float(job.payload.get("work_seconds", 0.5))):
-        # Lost, cancelled or released: whatever we return now is discarded anyway.
-        return {}
+    pages = int(job.payload.get("pages", 1))
+    resumed = int((job.last_checkpoint or {}).get("page", 0))
+    for page in range(resumed + 1, pages + 1):
+        if not job.sleep(float(job.payload.get("work_seconds", 0.5)) / pages):
+            # Lost, cancelled or released: whatever we return now is discarded anyway.
+            return {}
+        job.progress(page / pages, f"scanned page {page} of {pages}")
+        if pages > 1 and not job.checkpoint({"page": page}):
+            return {}
     if job.attempt <= int(job.payload.get("flaky_failures", 0)):
         raise ConnectionError(f"OCR backend timed out (simulated; attempt {job.attempt})")
     text = job.payload.get("text")
@@ -32,4 +40,6 @@ def extract_invoice(job: Job) -> dict[str, Any]:
     except invoices.InvoiceParseError as exc:
         raise PermanentError(f"unreadable invoice {job.payload.get('document')!r}: {exc}") from None
     fields["document"] = job.payload.get("document")
+    if resumed:
+        fields["resumed_after_page"] = resumed
     return fields

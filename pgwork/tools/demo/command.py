@@ -36,7 +36,8 @@ from pgwork.tools.fleet import WorkerFleet
 
 LEASE = "3s"
 HEARTBEAT = "1s"
-# How long the job that gets its worker killed "scans": long enough to be killed mid-job.
+# How long the job that gets its worker killed "scans", over how many pages: long enough to be
+# killed mid-job once it has reported progress and checkpointed a page.
 LONG_SCAN_SECONDS = 5.0
 # The scan that hangs: it would take HUNG_SCAN_SECONDS, its job's own timeout stops it far sooner,
 # twice (its two attempts), and it ends dead with the timeout as its error.
@@ -44,6 +45,7 @@ HUNG_SCAN_SECONDS = 4.0
 HUNG_TIMEOUT = 1.0
 HUNG_ATTEMPTS = 2
 SECONDS = {"long": LONG_SCAN_SECONDS, "hung": HUNG_SCAN_SECONDS}
+LONG_SCAN_PAGES = 5
 RUN_LIMIT = 90.0
 FINISHED = ("succeeded", "dead", "cancelled")
 
@@ -85,6 +87,8 @@ def plan(run: str, count: int, seed: int) -> list[Document]:
         }
         if role == "flaky":
             payload["flaky_failures"] = 2
+        if role == "long":
+            payload["pages"] = LONG_SCAN_PAGES
         # The key comes from the work (the invoice), scoped to this run so re-runs start fresh.
         key = f"demo:{run}:{invoice.number}"
         priority = 0 if role == "long" else 100
@@ -167,25 +171,33 @@ class Demo:
 
     def _watch(self, queue: Queue, ids: Sequence[int], roles: dict[int, str]) -> dict[int, dict[str, Any]]:
         long_id = next(i for i, r in roles.items() if r == "long")
-        seen_running: float | None = None
         killed = False
         timeouts_seen: set[tuple[int, int]] = set()
+        shown_progress: tuple[Any, ...] = ()
         last_progress = 0.0
         deadline = time.monotonic() + RUN_LIMIT
         while True:
             rows = {i: dataclasses.asdict(row) for i in ids if (row := queue.job(i)) is not None}
             long_row = rows[long_id]
-            if not killed and long_row["status"] == "running":
-                seen_running = seen_running or time.monotonic()
+            now_progress = (long_row["progress"], long_row["progress_note"], long_row["lease_owner"])
+            if long_row["status"] == "running" and long_row["progress"] is not None and now_progress != shown_progress:
+                shown_progress = now_progress
+                self.say(
+                    f"job {long_id} ({long_row['payload']['document']}) on {long_row['lease_owner']}: "
+                    f"{long_row['progress']:.0%}, {long_row['progress_note']} (sent with its heartbeat)"
+                )
+            if not killed and long_row["status"] == "running" and long_row["checkpoint"] and shown_progress:
+                # Killed once its progress showed and it saved a page to resume from.
                 owner = long_row["lease_owner"]
-                if time.monotonic() - seen_running > 1.0 and owner in self.fleet:
+                if owner in self.fleet:
                     victim = self.fleet[owner]
                     self.fleet.kill(owner)
                     killed = True
                     held = sorted(i for i, r in rows.items() if r["status"] == "running" and r["lease_owner"] == owner)
                     self.say(
                         f"SIGKILL {owner} (pid {victim.pid}) mid-job: it held job(s) {held}; their rows still say "
-                        f"running until the {LEASE} lease lapses"
+                        f"running until the {LEASE} lease lapses; job {long_id} checkpointed page "
+                        f"{long_row['checkpoint'].get('page')}"
                     )
             for i, r in rows.items():
                 if "timed out after" in (r["last_error"] or "") and (i, r["attempt_count"]) not in timeouts_seen:
@@ -244,6 +256,7 @@ class Demo:
         reclaimed = [
             {"id": i, "document": r["payload"]["document"], "role": roles[i], "attempts": r["attempt_count"],
              "status": r["status"], "finished_by": (results.get(i) or {}).get("produced_by"),
+             "resumed_after_page": (results.get(i) or {}).get("result", {}).get("resumed_after_page"),
              "note": reclaim_note(r["last_error"])}
             for i, r in sorted(rows.items()) if "reclaimed from" in (r["last_error"] or "")
         ]  # fmt: skip
@@ -256,7 +269,10 @@ class Demo:
         print(render(timed_out))
         print(f"\nDead ({len(dead)}): out of attempts or a PermanentError, with the error kept")
         print(render(dead))
-        print(f"\nReclaimed after the SIGKILL ({len(reclaimed)}): lease lapsed, reaper handed it on")
+        print(
+            f"\nReclaimed after the SIGKILL ({len(reclaimed)}): lease lapsed, reaper handed it on; "
+            "the next attempt resumed from its checkpoint"
+        )
         print(render(reclaimed))
         n_results = sum(1 for r in results.values() if r is not None)
         print(
@@ -306,6 +322,8 @@ def check(rows: dict[int, dict[str, Any]], roles: dict[int, str], n_results: int
             problems.append(f"long job {i} is {r['status']} at attempt {r['attempt_count']}, not succeeded at 2")
         if role == "hung" and (r["status"] != "dead" or "timed out after" not in (r["last_error"] or "")):
             problems.append(f"hung job {i} is {r['status']} ({first_line(r['last_error'])}), not dead by its timeout")
+        if role == "long" and (r["checkpoint"] or {}).get("page") != LONG_SCAN_PAGES:
+            problems.append(f"long job {i} ended with checkpoint {r['checkpoint']}, not its last page")
         if role == "clean" and r["status"] != "succeeded":
             problems.append(f"clean job {i} is {r['status']}")
     return problems

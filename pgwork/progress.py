@@ -1,0 +1,61 @@
+"""What a handler may report about a long job: its progress and its checkpoint (pure checks).
+
+Progress is a fraction 0..1 with an optional short note, sent with the worker's next heartbeat;
+a checkpoint is a small JSON value saved at once and handed to the job's next attempt. The
+checks run on the handler's thread when it reports, so a bad value is the handler's error there
+and then, never a heartbeat that fails (and with it every lease the worker holds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pgwork.errors import InvalidArgument
+from pgwork.validation import _short, check_json, error_text
+
+# Enough for "page 3 of 10 (invoice-2024-03.pdf)"; the column's check says the same.
+MAX_NOTE_CHARS = 200
+# A position to resume from (a page, a cursor, a few ids), not the work's data; pgwork.checkpoint
+# in migration 0012 refuses more with the same figure.
+MAX_CHECKPOINT_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Progress:
+    fraction: float
+    note: str | None = None
+
+
+def check_progress(fraction: Any, note: Any = None) -> Progress:
+    """The progress as stored, or InvalidArgument naming `fraction` or `note`. A note longer than
+    MAX_NOTE_CHARS is cut (a note built from a file name must not fail the job); one PostgreSQL
+    cannot hold (a NUL, a lone surrogate) is shown escaped, as last_error shows such text."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        raise InvalidArgument(
+            "fraction", f"must be a number from 0 to 1, got {_short(fraction)}", "e.g. job.progress(page / pages)"
+        )
+    value = float(fraction)
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgument(
+            "fraction", f"{_short(fraction)} is outside 0..1", "pass done / total, e.g. 0.4 for 4 of 10, not 40"
+        )
+    if note is None:
+        return Progress(value)
+    if not isinstance(note, str):
+        raise InvalidArgument("note", f"must be a string or None, got {_short(note)}", "e.g. 'page 3 of 10'")
+    return Progress(value, error_text(note, MAX_NOTE_CHARS) if note else None)
+
+
+def checkpoint_json(state: Any) -> str:
+    """`state` as the JSON text a checkpoint stores, or InvalidArgument naming `state`."""
+    return check_json(
+        state,
+        "state",
+        MAX_CHECKPOINT_BYTES,
+        canonical=False,
+        size_fix="save a position to resume from (a page number, a cursor), not the data; "
+        "keep large state in your own storage and checkpoint its key",
+        types_fix="save JSON types only (dict, list, str, int, float, bool, None)",
+    )
