@@ -20,6 +20,10 @@ REAL_BASE="python:3.11-slim-bookworm"
 LOCAL_BASE="localhost/pgwork-base:bookworm"
 PULL_SECONDS="${PGWORK_PULL_SECONDS:-20}"
 mkdir -p "$CACHE"
+# One build at a time per cache: two at once (parallel test runs) debootstrapped into the same
+# rootfs, and the loser's failure left a proc mount there that broke every later build.
+exec 9>"$CACHE/.lock"
+flock 9
 
 say() { printf 'build-image: %s\n' "$*" >&2; }
 
@@ -55,6 +59,14 @@ debian_mirror() {
   done | head -n 1
 }
 
+# A debootstrap that failed mid-way can leave /proc (and others) mounted inside the rootfs.
+unmount_below() {
+  local target
+  findmnt -rn -o TARGET | awk -v d="$1/" 'index($0, d) == 1' | sort -r | while read -r target; do
+    umount -l "$target" || true
+  done
+}
+
 local_base() {
   if podman image exists "$LOCAL_BASE"; then
     say "base: $LOCAL_BASE (already imported)"
@@ -65,11 +77,12 @@ local_base() {
   mirror="$(debian_mirror)"
   [ -n "$mirror" ] || { say "no bookworm source in /etc/apt/sources.list*; set PYTHON_IMAGE"; exit 3; }
   rootfs="$CACHE/rootfs"
+  unmount_below "$rootfs"
   rm -rf "$rootfs"
   say "base: debootstrap bookworm from apt's mirror into $rootfs"
   debootstrap --variant=minbase --include=python3,python3-venv,python-is-python3,ca-certificates \
     bookworm "$rootfs" "$mirror" >"$CACHE/debootstrap.log" 2>&1 \
-    || { tail -20 "$CACHE/debootstrap.log" >&2; exit 1; }
+    || { tail -20 "$CACHE/debootstrap.log" >&2; unmount_below "$rootfs"; exit 1; }
   # The base needs no package caches or docs; the runtime stage copies only the venv on top.
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
     "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/*
