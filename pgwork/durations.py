@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import re
 
+from pgwork.quoting import quoted
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
@@ -31,9 +33,9 @@ def parse_duration(text: str, field: str = "duration") -> float:
         pos = match.end()
     if pos != len(cleaned) or not cleaned:
         if cleaned.startswith("-") or cleaned.lstrip("+-") in ("nan", "inf", "infinity"):
-            raise ValueError(f"{field}: {_shown(text)} {_NOT_NEGATIVE}")
+            raise ValueError(f"{field}: {quoted(text)} {_NOT_NEGATIVE}")
         raise ValueError(
-            f"{field}: {_shown(text)} is not a duration (write seconds like 30, or 30s, 5m, 2h, 7d, 1h30m)"
+            f"{field}: {quoted(text)} is not a duration (write seconds like 30, or 30s, 5m, 2h, 7d, 1h30m)"
         )
     return _non_negative(total, field, text)
 
@@ -45,7 +47,7 @@ def parse_age(text: str, field: str = "age") -> float:
     cleaned = text.strip().lower()
     if _NUMBER.fullmatch(cleaned):
         raise ValueError(
-            f"{field}: {_shown(text)} has no unit, and pgwork will not guess one for an age that decides what is "
+            f"{field}: {quoted(text)} has no unit, and pgwork will not guess one for an age that decides what is "
             f"deleted (write {cleaned}d for days, or {cleaned}h, {cleaned}m, {cleaned}s)"
         )
     return parse_duration(text, field)
@@ -53,14 +55,8 @@ def parse_age(text: str, field: str = "age") -> float:
 
 def _non_negative(value: float, field: str, text: str) -> float:
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{field}: {_shown(text)} {_NOT_NEGATIVE}")
+        raise ValueError(f"{field}: {quoted(text)} {_NOT_NEGATIVE}")
     return value
-
-
-def _shown(text: str) -> str:
-    """The input as quoted in an error: ASCII (a lookalike digit shows as \u0663), cut short."""
-    shown = ascii(text)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
 def format_duration(seconds: float) -> str:

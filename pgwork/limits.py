@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from pgwork.errors import InvalidArgument
+from pgwork.quoting import quoted
 from pgwork.validation import check_int, check_job_type
 
 # As the database's CHECK constraints (migrations/0011_type_limits.sql).
@@ -55,14 +56,14 @@ def parse_rate(text: str, field: str = "--rate") -> Rate:
     cleaned = text.strip().lower().replace(" ", "")
     match = _RATE.fullmatch(cleaned)
     if match is None:
-        raise InvalidArgument(field, f"{_shown(text)} is not a rate", RATE_FIX)
+        raise InvalidArgument(field, f"{quoted(text)} is not a rate", RATE_FIX)
     count_text, times_text, unit = match.groups()
     if unit not in RATE_UNITS:
         raise InvalidArgument(field, f"{unit!r} is not a unit of time", RATE_FIX)
     times = int(times_text) if times_text else 1
     count = int(count_text)
     if count < 1:
-        raise InvalidArgument(field, f"{_shown(text)} allows no claim at all", "use at least 1 per period, e.g. 1/m")
+        raise InvalidArgument(field, f"{quoted(text)} allows no claim at all", "use at least 1 per period, e.g. 1/m")
     if count > MAX_RATE_COUNT:
         raise InvalidArgument(field, f"{count} claims per period is over {MAX_RATE_COUNT}", "lift the rate instead")
     seconds = times * RATE_UNITS[unit]
@@ -104,8 +105,3 @@ def describe(max_running: int | None, rate_count: int | None, rate_seconds: floa
     if rate_count is not None and rate_seconds is not None:
         parts.append(format_rate(rate_count, rate_seconds))
     return ", ".join(parts) or "-"
-
-
-def _shown(text: str) -> str:
-    shown = ascii(text)
-    return shown if len(shown) <= 40 else shown[:37] + "..."

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgwork.errors import InvalidArgument
-from pgwork.validation import _short, check_json, error_text
+from pgwork.quoting import quoted
+from pgwork.validation import check_json, error_text
 
 # Enough for "page 3 of 10 (invoice-2024-03.pdf)"; the column's check says the same.
 MAX_NOTE_CHARS = 200
@@ -34,17 +35,17 @@ def check_progress(fraction: Any, note: Any = None) -> Progress:
     cannot hold (a NUL, a lone surrogate) is shown escaped, as last_error shows such text."""
     if isinstance(fraction, bool) or not isinstance(fraction, int | float):
         raise InvalidArgument(
-            "fraction", f"must be a number from 0 to 1, got {_short(fraction)}", "e.g. job.progress(page / pages)"
+            "fraction", f"must be a number from 0 to 1, got {quoted(fraction)}", "e.g. job.progress(page / pages)"
         )
     value = float(fraction)
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise InvalidArgument(
-            "fraction", f"{_short(fraction)} is outside 0..1", "pass done / total, e.g. 0.4 for 4 of 10, not 40"
+            "fraction", f"{quoted(fraction)} is outside 0..1", "pass done / total, e.g. 0.4 for 4 of 10, not 40"
         )
     if note is None:
         return Progress(value)
     if not isinstance(note, str):
-        raise InvalidArgument("note", f"must be a string or None, got {_short(note)}", "e.g. 'page 3 of 10'")
+        raise InvalidArgument("note", f"must be a string or None, got {quoted(note)}", "e.g. 'page 3 of 10'")
     return Progress(value, error_text(note, MAX_NOTE_CHARS) if note else None)
 
 

@@ -18,6 +18,7 @@ from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.keys import canonical_json, key_of_canonical
 from pgwork.models import NewJob
+from pgwork.quoting import quoted
 
 SMALLINT_MAX = 32767
 BIGINT_MAX = 2**63 - 1
@@ -75,7 +76,7 @@ def text_problem(text: str) -> str | None:
 def check_text(value: Any, field: str, fix: str, *, max_chars: int | None = None) -> str:
     """A non-empty string PostgreSQL can store, at most `max_chars` long."""
     if not isinstance(value, str) or not value:
-        raise InvalidArgument(field, f"must be a non-empty string, got {_short(value)}", fix)
+        raise InvalidArgument(field, f"must be a non-empty string, got {quoted(value)}", fix)
     if max_chars is not None and len(value) > max_chars:
         raise InvalidArgument(field, f"is {len(value)} characters long", f"use at most {max_chars} characters")
     problem = text_problem(value)
@@ -105,7 +106,7 @@ def check_job_types(job_types: Iterable[str] | None, field: str = "job_types") -
 
 def check_int(value: Any, field: str, low: int, high: int, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(field, f"must be a whole number, got {_short(value)}", fix)
+        raise InvalidArgument(field, f"must be a whole number, got {quoted(value)}", fix)
     if not low <= value <= high:
         raise InvalidArgument(field, f"{value} is out of range {low}..{high}", fix)
     return value
@@ -123,17 +124,17 @@ def check_timeout(value: Any, field: str = "timeout") -> float | None:
         except ValueError:
             negative = value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity") or "-" in value
             what = "is not a duration above zero" if negative else "is not a duration"
-            raise InvalidArgument(field, f"{_short(value)} {what}", fix) from None
+            raise InvalidArgument(field, f"{quoted(value)} {what}", fix) from None
     elif isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(field, f"must be seconds or a duration, got {_short(value)}", fix)
+        raise InvalidArgument(field, f"must be seconds or a duration, got {quoted(value)}", fix)
     else:
         seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidArgument(field, f"{_short(value)} is not a duration above zero", fix)
+        raise InvalidArgument(field, f"{quoted(value)} is not a duration above zero", fix)
     if seconds > MAX_TIMEOUT_SECONDS:
-        raise InvalidArgument(field, f"{_short(value)} is more than 7 days (milliseconds for seconds?)", fix)
+        raise InvalidArgument(field, f"{quoted(value)} is more than 7 days (milliseconds for seconds?)", fix)
     return seconds
 
 
@@ -143,7 +144,7 @@ def check_id(value: Any, field: str = "id") -> int:
 
 def check_ids(ids: Any, field: str = "ids") -> list[int]:
     if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
-        raise InvalidArgument(field, f"must be a list of job ids, got {_short(ids)}", "pass e.g. [17, 18]")
+        raise InvalidArgument(field, f"must be a list of job ids, got {quoted(ids)}", "pass e.g. [17, 18]")
     return [check_id(i, field) for i in ids]
 
 
@@ -151,7 +152,7 @@ def check_age(older_than: Any, field: str = "older_than") -> float:
     """An age for pruning, in seconds: a timedelta, never a bare number whose unit is a guess."""
     if not isinstance(older_than, timedelta):
         fix = "e.g. timedelta(days=30); a bare number has no unit"
-        raise InvalidArgument(field, f"must be a timedelta, got {_short(older_than)}", fix)
+        raise InvalidArgument(field, f"must be a timedelta, got {quoted(older_than)}", fix)
     seconds = older_than.total_seconds()
     if seconds < 0:
         raise InvalidArgument(field, "is negative", "give an age such as 30d")
@@ -164,7 +165,7 @@ def parse_id(text: str, field: str = "ID") -> int:
     stripped = text.strip()
     if not (stripped.isascii() and stripped.isdigit()) or int(stripped) < 1 or int(stripped) > BIGINT_MAX:
         fix = f"give a positive whole number in ASCII digits, at most {BIGINT_MAX}"
-        raise InvalidArgument(field, f"{_short(text)} is not a job id", fix)
+        raise InvalidArgument(field, f"{quoted(text)} is not a job id", fix)
     return int(stripped)
 
 
@@ -178,7 +179,7 @@ def parse_job_types(values: Sequence[str] | None, field: str = "--job-types") ->
         for part in value.split(","):
             name = part.strip()
             if not name:
-                raise InvalidArgument(field, f"{_short(value)} has an empty name", "list types as a,b,c")
+                raise InvalidArgument(field, f"{quoted(value)} has an empty name", "list types as a,b,c")
             check_job_type(name, field)
             if name not in names:
                 names.append(name)
@@ -192,7 +193,7 @@ def parse_whole(text: str, field: str, fix: str) -> int:
     stripped = text.strip()
     digits = stripped[1:] if stripped.startswith("-") else stripped
     if not (digits.isascii() and digits.isdigit()) or len(digits) > 18:
-        raise InvalidArgument(field, f"{_short(text)} is not a whole number", fix)
+        raise InvalidArgument(field, f"{quoted(text)} is not a whole number", fix)
     return int(stripped)
 
 
@@ -328,12 +329,12 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
         raise InvalidArgument("delay", "was given together with available_at", "give one of them")
     delay = 0.0 if job.delay is None else job.delay
     if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
-        raise InvalidArgument("delay", f"must be a finite number of seconds >= 0, got {_short(job.delay)}", "e.g. 30")
+        raise InvalidArgument("delay", f"must be a finite number of seconds >= 0, got {quoted(job.delay)}", "e.g. 30")
     if delay > MAX_DELAY_SECONDS:
         raise InvalidArgument("delay", f"{delay:g} seconds is more than a century", "give seconds, e.g. 3600 for 1h")
     if job.available_at is not None:
         if not isinstance(job.available_at, datetime):
-            raise InvalidArgument("available_at", f"must be a datetime, got {_short(job.available_at)}", "or use delay")
+            raise InvalidArgument("available_at", f"must be a datetime, got {quoted(job.available_at)}", "or use delay")
         if job.available_at.tzinfo is None:
             raise InvalidArgument("available_at", "has no time zone", "pass an aware datetime, e.g. in UTC")
     if job.key is None:
@@ -355,12 +356,3 @@ def error_text(error: Any, limit: int = MAX_ERROR_CHARS) -> str:
     text = error if isinstance(error, str) else str(error)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
     return text if len(text) <= limit else text[: limit - 15] + " …[truncated]"
-
-
-def _short(value: Any) -> str:
-    """A value for an error message: its repr, ASCII-only and cut short (it may be huge or hostile)."""
-    try:
-        text = ascii(value)
-    except Exception:
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= 80 else text[:77] + "..."
