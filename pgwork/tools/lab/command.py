@@ -25,6 +25,7 @@ from pgwork.tools.lab import (
     heartbeat,
     held,
     history,
+    linear,
     noisy,
     plots,
     prune,
@@ -51,6 +52,7 @@ EXPERIMENTS: dict[str, Any] = {
     "noisy": noisy,
     "backlog": backlog,
     "workers": workers,
+    "linear": linear,
 }
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")

@@ -95,3 +95,12 @@ def render_pivot(
 def run_note(rows: Sequence[Row]) -> str:
     """The line under a section's heading: which run its figures come from, or that none has."""
     return f"_Run {rows[0].run} ({rows[0].mode} mode)._" if rows else "_Not run yet._"
+
+
+def section(title: str, rows: Sequence[Row], prose: str, axes: tuple[str, str]) -> list[str]:
+    """A numbered section of docs/benchmarks.md: its heading, when it ran, what it measures, and its
+    table (once run)."""
+    parts = [title, "", run_note(rows), "", prose, ""]
+    if rows:
+        parts += [render_pivot(pivot(rows), *axes), ""]
+    return parts

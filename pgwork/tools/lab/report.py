@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgwork.tools.lab import reference, report_backfill, report_tenancy
-from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, run_note, select
+from pgwork.tools.lab import reference, report_backfill, report_tenancy, report_workers
+from pgwork.tools.lab.pivot import Table, fmt, markdown_table, pivot, render_pivot, run_note, section, select
 from pgwork.tools.lab.results import Row
 
 
@@ -185,14 +185,6 @@ def side_by_side(rows: Sequence[Row]) -> list[tuple[str, str, str]]:
     return [(f, r, here if here.replace("vs", "").replace("for", "").strip() else "not run") for f, r, here in out]
 
 
-def _section(title: str, rows: Sequence[Row], prose: str, axes: tuple[str, str]) -> list[str]:
-    """A numbered section: its heading, when it ran, what it measures, and its table (once run)."""
-    parts = [title, "", run_note(rows), "", prose, ""]
-    if rows:
-        parts += [render_pivot(pivot(rows), *axes), ""]
-    return parts
-
-
 def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     """The whole of docs/benchmarks.md. `plots` are image paths relative to docs/."""
     parts = [
@@ -322,7 +314,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         parts.append("")
     parts += [_quote(reference.CRASH), ""]
 
-    parts += _section(
+    parts += section(
         "## 5. Throughput on trivial jobs",
         select(rows, "drain"),
         "No work at all: claim, then finish. `finish each` = one fenced `succeed` per job; "
@@ -333,7 +325,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts += [f"![{p}]({p})" for p in plots if "bench-drain" in p]
     parts.append("")
 
-    parts += _section(
+    parts += section(
         "## 6. The worker process",
         select(rows, "wake"),
         "Real `pgwork worker` processes, as a Deployment runs them. Wake-up: an idle worker that polls only "
@@ -347,7 +339,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     if wake_drain:
         parts += [render_pivot(pivot(wake_drain), "options", "workers"), ""]
 
-    parts += _section(
+    parts += section(
         "## 7. Heartbeat cost",
         select(rows, "heartbeat"),
         "Jobs claimed and held by 16 workers; each round every worker renews its leases as `pgwork worker` "
@@ -360,7 +352,7 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         ("design", "jobs"),
     )
 
-    parts += _section(
+    parts += section(
         "## 8. Waiting for a result",
         select(rows, "waits"),
         "A producer waits for one job at a time, finished by hand; latency from the finishing `succeed` "
@@ -377,20 +369,5 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts += report_backfill.sections(rows)
     parts += report_tenancy.render(rows, plots)
 
-    parts += _section(
-        "## 13. The worker drain, beside its own API",
-        select(rows, "worker-drain"),
-        "One real `pgwork worker --burst` process drains trivial jobs; in the same rounds, interleaved, one "
-        "process runs the Queue API loop at the same batch (claim N, then `succeed` for batch 1 or one "
-        "`succeed_many`). `pgwork worker (baseline)` is another checkout's worker (`PGWORK_LAB_BASELINE=DIR`) "
-        "and `pgqueuer` the peer (`pip install 'pgwork[peers]'`, timed in its own process since it deletes "
-        "finished rows), when the run had them. At batch 1 the reference design's bare loop runs in the same "
-        "rounds (its SKIP LOCKED claim, then an unfenced completion, on one connection); `vs bare loop` is "
-        "the median over rounds of the ratio within one round (both drift alike inside a round), its lowest "
-        "and highest beside it. Target (issue 13): "
-        "`pgwork worker --batch 1 --concurrency 1` >= 80% of the bare loop. Median over rounds, min and max "
-        "beside it; pgwork's rates from the rows (first claim to last completion).",
-        ("runner", "batch"),
-    )
-    parts += [f"![{p}]({p})" for p in plots if "worker-drain" in p]
+    parts += report_workers.render(rows, plots)
     return "\n".join(parts).rstrip() + "\n"

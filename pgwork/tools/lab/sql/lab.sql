@@ -260,3 +260,20 @@ REINDEX INDEX CONCURRENTLY pgwork.jobs_claim_idx;
 -- name: old_prune
 -- The first migration's prune, one unordered batch per call: the baseline for prune_batch.
 SELECT pgwork.prune(ARRAY['succeeded', 'cancelled'], %(older_than)s::float8, %(batch)s::integer, NULL) AS deleted;
+
+-- name: listening_sessions
+-- Workers waiting on LISTEN: the dedicated listener connection's last statement stays its LISTEN.
+SELECT count(*)::int AS n
+  FROM pg_stat_activity AS a
+ WHERE a.datname = current_database() AND a.state = 'idle' AND a.query ILIKE 'LISTEN pgwork_jobs%%';
+
+-- name: fleet_round
+-- A burst inserted in one transaction (one created_at), read back from the rows: the insert to
+-- the last completion, the first claim to the last completion, the insert to the first claim.
+SELECT count(*) FILTER (WHERE j.status = 'succeeded')::int AS succeeded,
+       coalesce(sum(j.attempt_count), 0)::int AS attempts,
+       (SELECT count(*) FROM pgwork.job_results)::int AS results,
+       extract(epoch FROM max(j.completed_at) - min(j.created_at))::float8 AS from_insert,
+       extract(epoch FROM max(j.completed_at) - min(j.started_at))::float8 AS from_first_claim,
+       extract(epoch FROM min(j.started_at) - min(j.created_at))::float8 AS first_claim_after
+  FROM pgwork.jobs AS j;
