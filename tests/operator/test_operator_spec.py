@@ -55,7 +55,7 @@ def test_defaults_fill_a_minimal_spec() -> None:
         (with_(worker={"image": "i", "app": "a", "imagePullPolicy": "Sometimes"}), "spec.worker.imagePullPolicy", ""),
         (with_(worker={"image": "i", "app": "a", "concurrency": 0}), "spec.worker.concurrency", "out of range"),
         (with_(worker={"image": "i", "app": "a", "concurrency": "4"}), "spec.worker.concurrency", "whole number"),
-        (with_(worker={"image": "i", "app": "a", "maxAbandoned": -1}), "spec.worker.maxAbandoned", "out of range 0..1000"),
+        (with_(worker={"image": "i", "app": "a", "maxAbandoned": -1}), "spec.worker.maxAbandoned", "range 0..1000"),
         (with_(worker={"image": "i", "app": "a", "maxAbandoned": 1001}), "spec.worker.maxAbandoned", "e.g. 3"),
         (with_(worker={"image": "i", "app": "a", "maxAbandoned": "3"}), "spec.worker.maxAbandoned", "whole number"),
         (with_(worker={"image": "i", "app": "a", "maxAbandoned": 2.5}), "spec.worker.maxAbandoned", "whole number"),

@@ -2,9 +2,9 @@
 127.0.0.1 scrapes real `pgwork worker` processes (against the test PostgreSQL) and the real
 operator (kopf against the kmock emulator), and each scenario the runbooks promise is played:
 a worker SIGSTOPped mid-job, a heartbeat blocked by a row lock, a backlog with no workers (and
-an old one), a database that goes down, jobs going dead, handlers that ignore their timeout. Each alert must reach `firing` in
-/api/v1/alerts, and nothing may fire (or even go pending) for the queues and workers that are
-healthy, nor before its scenario begins.
+an old one), a database that goes down, jobs going dead, handlers that ignore their timeout. Each
+alert must reach `firing` in /api/v1/alerts, and nothing may fire (or even go pending) for the
+queues and workers that are healthy, nor before its scenario begins.
 
 The project's rules are used as they are, with every duration in `for:`, range selectors and
 `offset` divided by 60 (minutes become seconds) so the test takes about a minute and a half;
