@@ -516,10 +516,12 @@ def test_handlers_ignoring_their_timeout_fire_timeouts_and_abandoned_threads(sta
             interval=0.2,
             what="the stuck jobs cancelled",
         )
-    # The abandoned threads end when their sleep does; the worker then has nothing left.
-    stack.resolved("PgworkWorkerAbandonedThreads", "hung-w")
+    # Nothing held any more, so a stop leaves no lease behind; the abandoned threads (daemons, still
+    # sleeping) do not hold the drain up, and the alert goes with the worker's series.
+    stack.scraped('pgwork_jobs_in_flight{pod="hung-w"} == 0', "hung-w holding nothing")
     w.signal(signal.SIGTERM)
     assert w.wait(30) == 0
+    stack.resolved("PgworkWorkerAbandonedThreads", "hung-w")
 
 
 EXPECTED = {
