@@ -34,13 +34,18 @@ def _target(expr: str, legend: str, ref: str) -> dict[str, Any]:
     }
 
 
-def timeseries(title: str, unit: str, targets: list[tuple[str, str]], description: str = "") -> Panel:
+def timeseries(
+    title: str, unit: str, targets: list[tuple[str, str]], description: str = "", max_: float | None = None
+) -> Panel:
+    defaults: dict[str, Any] = {"unit": unit, "min": 0}
+    if max_ is not None:
+        defaults["max"] = max_
     return {
         "type": "timeseries",
         "title": title,
         "description": description,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
-        "fieldConfig": {"defaults": {"unit": unit, "min": 0}, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": []},
         "options": {"legend": {"displayMode": "list", "placement": "bottom"}, "tooltip": {"mode": "multi"}},
         "targets": [_target(expr, legend, chr(ord("A") + i)) for i, (expr, legend) in enumerate(targets)],
     }
@@ -165,6 +170,47 @@ def panels() -> list[Panel]:
         ],
         [
             timeseries(
+                "Timeouts and abandoned handlers per hour, by type",
+                "short",
+                [
+                    (
+                        f"3600 * sum by (job_type) (rate(pgwork_jobs_timed_out_total{{{QUEUE}}}[$__rate_interval]))",
+                        "timed out {{job_type}}",
+                    ),
+                    (
+                        f"3600 * sum by (job_type) (rate(pgwork_jobs_abandoned_total{{{QUEUE}}}[$__rate_interval]))",
+                        "abandoned {{job_type}}",
+                    ),
+                ],
+                "Attempts that passed their hard timeout, and those whose handler then ignored the stop (their "
+                "thread abandoned). PgworkJobsTimingOut fires at three timeouts of a type in 30 minutes.",
+            ),
+            timeseries(
+                "Abandoned handler threads per worker",
+                "short",
+                [(f"pgwork_worker_abandoned_threads{{{QUEUE}}}", "{{namespace}}/{{pod}}")],
+                "Threads a worker gave up on that still run (memory, CPU, a GPU). Past --max-abandoned "
+                "(spec.worker.maxAbandoned, default 3) the worker drains and exits 3 for a restart; "
+                "PgworkWorkerAbandonedThreads fires while one stays above 0 for 5 minutes.",
+            ),
+            timeseries(
+                "Mean progress of reporting jobs, by type",
+                "percentunit",
+                [
+                    (
+                        f"sum by (job_type) (pgwork_job_progress_sum{{{QUEUE}}})"
+                        f" / (sum by (job_type) (pgwork_job_progress_reporting{{{QUEUE}}}) > 0)",
+                        "{{job_type}}",
+                    ),
+                ],
+                "Mean job.progress of the running jobs that reported one (jobs that never report are not "
+                "counted; no line while none does). A flat line for long means stuck jobs: see "
+                "`pgwork running` (since_progress_seconds) and PgworkProgressStalled.",
+                max_=1,
+            ),
+        ],
+        [
+            timeseries(
                 "Workers: desired vs current replicas",
                 "short",
                 [
@@ -209,7 +255,8 @@ def dashboard() -> dict[str, Any]:
     return {
         "uid": UID,
         "title": TITLE,
-        "description": "pgwork queues: backlog, heartbeats, claim latency, outcomes and worker replicas.",
+        "description": "pgwork queues: backlog, heartbeats, claim latency, outcomes, timeouts, progress and worker "
+        "replicas.",
         "tags": ["pgwork"],
         "editable": True,
         "schemaVersion": 39,

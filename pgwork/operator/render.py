@@ -108,6 +108,9 @@ def worker_args(spec: JobQueueSpec) -> list[str]:
         str(spec.worker.metrics_port),
         "--grace",
         f"{grace}s",
+        # Only when set: the worker's own default holds otherwise, and a JobQueue that never set the
+        # field keeps the pod template it had (no rollout of every worker on an operator upgrade).
+        *([] if spec.worker.max_abandoned is None else ["--max-abandoned", str(spec.worker.max_abandoned)]),
         # The lease owner must equal the pod name for pod-deletion-cost; HOSTNAME is cut at
         # 63 characters, the downward-API name is not.
         "--id",

@@ -61,6 +61,9 @@ APP_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Z
 APP_MAX = 200
 # The age `pgwork prune --older-than` takes, always with a unit (a bare number is not an age).
 OLDER_THAN_PATTERN = r"([0-9]+(\.[0-9]+)?(ms|s|m|h|d))+"
+# The bound `pgwork worker --max-abandoned` accepts (pgwork/worker/options.py, which the operator may not
+# import); tests check the CRD and the worker say the same.
+MAX_ABANDONED = 1000
 _IMAGE = re.compile(r"[^\s\x00-\x1f\x7f]+")
 _RESERVED_ENV = frozenset({"DATABASE_URL", "POD_NAME"})
 
@@ -105,6 +108,9 @@ class WorkerSpec:
     service_account_name: str | None
     # Checked by podtemplate.check; merged under the operator's pod by render.
     pod_template: dict[str, Any] | None = None
+    # `--max-abandoned` for the worker; None leaves the flag out, so the worker's own default holds
+    # (and a JobQueue that never set it renders the same Deployment as before the field existed).
+    max_abandoned: int | None = None
 
 
 @dataclass(frozen=True)
@@ -348,6 +354,22 @@ def _parse_worker(w: Reader) -> WorkerSpec:
         sa,
         "a ServiceAccount in the JobQueue's namespace: lower-case letters, digits, '-' and '.'",
     )
+    max_abandoned = None
+    if w.get("maxAbandoned") is not None:
+        max_abandoned = w.integer(
+            "maxAbandoned",
+            0,
+            MAX_ABANDONED,
+            "how many handler threads stuck past their timeout a worker tolerates before it drains and exits, "
+            "e.g. 3 (0: at the first)",
+        )
+        if args is not None:
+            # args replaces every rendered argument: the field would be dropped without a word.
+            raise SpecError(
+                w.field("maxAbandoned"),
+                "has no effect when worker.args is given (args replaces the rendered --max-abandoned)",
+                "put --max-abandoned N in worker.args, or remove worker.args",
+            )
     raw_template = w.get("podTemplate")
     try:
         pod_template = None if raw_template is None else podtemplate.check(raw_template)
@@ -368,6 +390,7 @@ def _parse_worker(w: Reader) -> WorkerSpec:
         metrics_port=w.integer("metricsPort", 1024, 65535, "an unprivileged port, e.g. 9100"),
         service_account_name=sa,
         pod_template=pod_template,
+        max_abandoned=max_abandoned,
     )
 
 

@@ -163,6 +163,13 @@ AGREED = [  # (case, spec, valid)
     ("no job types", {**BASE, "jobTypes": []}, False),
     ("comma in job type", {**BASE, "jobTypes": ["a,b"]}, False),
     ("concurrency 0", spec_with("worker", concurrency=0), False),
+    ("maxAbandoned 0", spec_with("worker", maxAbandoned=0), True),
+    ("maxAbandoned 1000", spec_with("worker", maxAbandoned=1000), True),
+    ("maxAbandoned negative", spec_with("worker", maxAbandoned=-1), False),
+    ("maxAbandoned above 1000", spec_with("worker", maxAbandoned=1001), False),
+    ("maxAbandoned a string", spec_with("worker", maxAbandoned="3"), False),
+    ("maxAbandoned a fraction", spec_with("worker", maxAbandoned=2.5), False),
+    ("maxAbandoned with args", {**BASE, "worker": {"image": "i", "args": ["worker"], "maxAbandoned": 3}}, False),
     ("pull policy", spec_with("worker", imagePullPolicy="Sometimes"), False),
     ("poll too fast", spec_with("scaling", pollIntervalSeconds=0.01), False),
     ("bad olderThan", spec_with("retention", olderThan="a week"), False),
@@ -358,3 +365,18 @@ def test_crd_is_a_valid_kubernetes_object() -> None:
     import kubernetes_validate
 
     kubernetes_validate.validate(CRD, "1.30", strict=True)
+
+
+def test_max_abandoned_bounds_are_the_workers() -> None:
+    """The CRD, the operator and `pgwork worker --max-abandoned` take the same range: a value one
+    of them allows and the worker refuses would be a crash loop (the operator cannot import the
+    worker, so the bound is written twice and compared here)."""
+    from pgwork.operator.spec import MAX_ABANDONED
+    from pgwork.worker.options import MAX_CONCURRENCY, OptionError, parse_options
+
+    field = SCHEMA["properties"]["spec"]["properties"]["worker"]["properties"]["maxAbandoned"]
+    assert (field["minimum"], field["maximum"]) == (0, MAX_ABANDONED) == (0, MAX_CONCURRENCY)
+    assert "default" not in field  # unset: the worker's own default, and no new flag in old Deployments
+    for outside in (-1, MAX_ABANDONED + 1):
+        with pytest.raises(OptionError):
+            parse_options(app="m", worker_id="w", environ={}, max_abandoned=str(outside))

@@ -46,6 +46,7 @@ def test_creates_owned_objects(operator: OperatorThread, client: Kube, namespace
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert pod["terminationGracePeriodSeconds"] == 90
     assert container["args"][container["args"].index("--grace") + 1] == "85s"
+    assert "--max-abandoned" not in container["args"]  # unset: the worker's own default
     assert container["args"][container["args"].index("--job-types") + 1] == "ocr,extract"
     assert reaper["spec"]["concurrencyPolicy"] == "Forbid"
     reap_args = reaper["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -310,7 +311,12 @@ def test_spec_change_patches_the_deployment(
         client,
         namespace,
         "ocr",
-        {"spec": {"worker": {"image": "registry.example/pgwork-worker:2.0"}, "scaling": {"maxReplicas": 4}}},
+        {
+            "spec": {
+                "worker": {"image": "registry.example/pgwork-worker:2.0", "maxAbandoned": 7},
+                "scaling": {"maxReplicas": 4},
+            }
+        },
     )
     eventually(
         lambda: (
@@ -319,6 +325,8 @@ def test_spec_change_patches_the_deployment(
         ),
         what="the new image",
     )
+    args = stories.deployment(client, namespace, "ocr")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--max-abandoned") + 1] == "7"
     eventually(lambda: stories.replicas(client, namespace, "ocr") == 4, what="replicas cut to the new max 4")
     cron = client.get("CronJob", namespace, "ocr-reaper")
     assert cron is not None
@@ -332,6 +340,7 @@ def test_spec_change_patches_the_deployment(
         ({"lease": {"durationSeconds": 20, "heartbeatSeconds": 10}}, "spec.lease.heartbeatSeconds"),
         ({"reaper": {"schedule": "*/5 * * *"}}, "spec.reaper.schedule"),
         ({"database": {"secretName": "x", "dsn": "postgresql://u:secret@h/db"}}, "spec.database"),
+        ({"worker": {"maxAbandoned": 1001}}, "spec.worker.maxAbandoned"),
     ],
 )
 def test_invalid_spec_is_a_permanent_error_naming_the_field(

@@ -91,6 +91,23 @@ def test_every_object_is_owned_by_the_jobqueue() -> None:
             ],
         ),
         ({"worker": {"args": ["worker", "--app", "x", "--burst"]}}, ["worker", "--app", "x", "--burst"]),
+        # maxAbandoned goes in only when set (0 is a value, not "unset"), before --id.
+        (
+            {"worker": {"maxAbandoned": 0}},
+            [
+                "worker", "--app", "myapp.jobs", "--job-types", "ocr,extract", "--concurrency", "4",
+                "--lease", "30s", "--heartbeat", "10s", "--metrics-port", "9100", "--grace", "55s",
+                "--max-abandoned", "0", "--id", "$(POD_NAME)",
+            ],
+        ),
+        (
+            {"worker": {"maxAbandoned": 12}},
+            [
+                "worker", "--app", "myapp.jobs", "--job-types", "ocr,extract", "--concurrency", "4",
+                "--lease", "30s", "--heartbeat", "10s", "--metrics-port", "9100", "--grace", "55s",
+                "--max-abandoned", "12", "--id", "$(POD_NAME)",
+            ],
+        ),
     ],
 )  # fmt: skip
 def test_worker_arguments(overrides: dict[str, Any], expected_args: list[str]) -> None:
@@ -231,9 +248,13 @@ def _worker_options(manifests: list[dict[str, Any]]) -> Any:
         {"jobTypes": ["_private", "a/b:c", "x@y+z=1", "demo.extract_invoice", "9lives"]},
         {"worker": {"app": "_pkg.sub_mod2.jobs"}},
         {"worker": {"app": "myapp.jobs:app"}},  # a pgwork.App
+        {"worker": {"maxAbandoned": 0}},
+        {"worker": {"maxAbandoned": 1000}},  # the CRD's maximum is the worker's
     ],
 )
 def test_rendered_worker_arguments_parse_in_the_worker(overrides: dict[str, Any]) -> None:
+    from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
+
     spec = body(**overrides)["spec"]
     options = _worker_options(render_all(body(**overrides)))
     lease = spec.get("lease", {})
@@ -241,6 +262,7 @@ def test_rendered_worker_arguments_parse_in_the_worker(overrides: dict[str, Any]
     assert options.heartbeat == float(lease.get("heartbeatSeconds", 10))
     assert options.job_types == tuple(spec["jobTypes"])
     assert options.app == spec["worker"]["app"]
+    assert options.max_abandoned == spec["worker"].get("maxAbandoned", DEFAULT_MAX_ABANDONED)
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ def test_defaults_fill_a_minimal_spec() -> None:
     assert spec.reaper.schedule == "* * * * *" and spec.reaper.loop_seconds == 50.0
     assert spec.retention.older_than == "7d"
     assert spec.replicas is None
+    assert spec.worker.max_abandoned is None  # left out of the worker's arguments: its own default holds
 
 
 @pytest.mark.parametrize(
@@ -54,6 +55,16 @@ def test_defaults_fill_a_minimal_spec() -> None:
         (with_(worker={"image": "i", "app": "a", "imagePullPolicy": "Sometimes"}), "spec.worker.imagePullPolicy", ""),
         (with_(worker={"image": "i", "app": "a", "concurrency": 0}), "spec.worker.concurrency", "out of range"),
         (with_(worker={"image": "i", "app": "a", "concurrency": "4"}), "spec.worker.concurrency", "whole number"),
+        (with_(worker={"image": "i", "app": "a", "maxAbandoned": -1}), "spec.worker.maxAbandoned", "range 0..1000"),
+        (with_(worker={"image": "i", "app": "a", "maxAbandoned": 1001}), "spec.worker.maxAbandoned", "e.g. 3"),
+        (with_(worker={"image": "i", "app": "a", "maxAbandoned": "3"}), "spec.worker.maxAbandoned", "whole number"),
+        (with_(worker={"image": "i", "app": "a", "maxAbandoned": 2.5}), "spec.worker.maxAbandoned", "whole number"),
+        (with_(worker={"image": "i", "app": "a", "maxAbandoned": True}), "spec.worker.maxAbandoned", "whole number"),
+        (
+            with_(worker={"image": "i", "args": ["worker", "--app", "a"], "maxAbandoned": 5}),
+            "spec.worker.maxAbandoned",
+            "put --max-abandoned N in worker.args",
+        ),
         (
             with_(worker={"image": "i", "app": "a", "env": [{"name": "DATABASE_URL", "value": "x"}]}),
             "spec.worker.env[0].name",

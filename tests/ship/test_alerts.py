@@ -23,6 +23,10 @@ REQUIRED_ALERTS = {
     "PgworkDeadJobsIncreasing",
     "PgworkClaimLatencyHigh",
     "PgworkBacklogWithoutWorkers",
+    # Issue 15's timeouts, abandoned handler threads and progress.
+    "PgworkJobsTimingOut",
+    "PgworkWorkerAbandonedThreads",
+    "PgworkProgressStalled",
 }
 
 
@@ -64,6 +68,12 @@ def test_every_alert_has_a_promtool_case_that_fires_and_one_that_stays_silent() 
         ("(up == 1)", "(up == 0)"),
         ("pgwork_worker_heartbeat_age_seconds > 30 *", "pgwork_worker_heartbeat_age_seconds > 3 *"),
         ("== 1\n        for: 5m", "== 0\n        for: 5m"),
+        ("[30m])) >= 4", "[30m])) >= 3"),
+        ("sum by (namespace, jobqueue) (increase(", "sum by (namespace, jobqueue, job_type) (increase("),
+        ("pgwork_worker_abandoned_threads > 1", "pgwork_worker_abandoned_threads > 0"),
+        ("changes(pgwork_job_progress_sum[3m])", "changes(pgwork_job_progress_sum[30m])"),
+        ("changes(pgwork_job_progress_reporting[30m]) >= 0", "changes(pgwork_job_progress_reporting[30m]) == 0"),
+        ("pgwork_job_progress_reporting offset 1m", "pgwork_job_progress_reporting offset 30m"),
     ],
     ids=[
         "heartbeat-threshold",
@@ -72,6 +82,12 @@ def test_every_alert_has_a_promtool_case_that_fires_and_one_that_stays_silent() 
         "unscraped-guard",
         "worker-age-threshold",
         "no-workers-condition",
+        "timeouts-threshold",
+        "timeouts-per-job-type",
+        "abandoned-threshold",
+        "stalled-window",
+        "stalled-count-guard",
+        "stalled-scraped-long-enough",
     ],
 )
 def test_promtool_tests_catch_a_broken_rule(tmp_path: Path, mutation: str, original: str) -> None:

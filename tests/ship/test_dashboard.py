@@ -52,9 +52,17 @@ def test_uid_is_stable() -> None:
         ("dead count", "pgwork_queue_dead_jobs"),
         ("desired replicas", "pgwork_queue_desired_replicas"),
         ("current replicas", "pgwork_queue_current_replicas"),
+        ("timeouts per type", "sum by (job_type) (rate(pgwork_jobs_timed_out_total"),
+        ("abandons per type", "sum by (job_type) (rate(pgwork_jobs_abandoned_total"),
+        ("abandoned threads per worker", "pgwork_worker_abandoned_threads"),
+        (
+            "mean progress per type",
+            "sum by (job_type) (pgwork_job_progress_sum{QUEUE}) / (sum by (job_type) (pgwork_job_progress_reporting",
+        ),
     ],
 )
 def test_dashboard_shows(what: str, needle: str) -> None:
+    needle = needle.replace("{QUEUE}", '{namespace=~"$namespace", jobqueue=~"$jobqueue"}')
     assert any(needle in e for e in exprs(committed())), f"no panel shows {what}"
 
 

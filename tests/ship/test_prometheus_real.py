@@ -2,9 +2,9 @@
 127.0.0.1 scrapes real `pgwork worker` processes (against the test PostgreSQL) and the real
 operator (kopf against the kmock emulator), and each scenario the runbooks promise is played:
 a worker SIGSTOPped mid-job, a heartbeat blocked by a row lock, a backlog with no workers (and
-an old one), a database that goes down, jobs going dead. Each alert must reach `firing` in
-/api/v1/alerts, and nothing may fire (or even go pending) for the queues and workers that are
-healthy, nor before its scenario begins.
+an old one), a database that goes down, jobs going dead, handlers that ignore their timeout. Each
+alert must reach `firing` in /api/v1/alerts, and nothing may fire (or even go pending) for the
+queues and workers that are healthy, nor before its scenario begins.
 
 The project's rules are used as they are, with every duration in `for:`, range selectors and
 `offset` divided by 60 (minutes become seconds) so the test takes about a minute and a half;
@@ -489,6 +489,41 @@ def test_jobs_going_dead_fire_dead_jobs_increasing(stack: Stack, dying: str) -> 
     assert float(alert["value"]) == 3
 
 
+def test_handlers_ignoring_their_timeout_fire_timeouts_and_abandoned_threads(stack: Stack) -> None:
+    """The test app's `stuck` handler has a 1s timeout and ignores the stop: three at once time out
+    (PgworkJobsTimingOut, three of a type in the window) and leave three abandoned threads sleeping
+    out their 12s (PgworkWorkerAbandonedThreads, held past the shortened 5s `for`)."""
+    dsn = stack.jobqueue("hung", ["stuck"], heartbeat=1, lease=30)
+    w = stack.worker(
+        "hung", "hung-w", "--heartbeat", "1s", "--lease", "30s", "--job-types", "stuck",
+        "--concurrency", "3", "--max-abandoned", "1000",
+    )  # fmt: skip
+    stack.scraped('pgwork_worker_abandoned_threads{pod="hung-w"} == 0', "hung-w's abandoned-thread gauge")
+    stack.scraped('pgwork_jobs_timed_out_total{pod="hung-w",job_type="stuck"} == 0', "hung-w's timeout counter")
+    since = time.time()
+    with Queue(dsn) as queue:
+        # Attempts enough that none goes dead (PgworkDeadJobsIncreasing) while the scenario runs.
+        ids = [queue.enqueue("stuck", {"seconds": 12, "n": n}, max_attempts=20) for n in range(3)]
+        stack.firing("PgworkJobsTimingOut", "hung", since)
+        stack.firing("PgworkWorkerAbandonedThreads", "hung-w", since)
+        alert = next(a for a in stack.prometheus.alerts() if a["labels"]["alertname"] == "PgworkJobsTimingOut")
+        assert alert["labels"]["job_type"] == "stuck" and float(alert["value"]) >= 3
+        # Stop the retries: pending ones end at once, a running one when its timeout passes.
+        queue.cancel(ids)
+        wait_for(
+            lambda: all((job := queue.job(i)) is not None and job.status == "cancelled" for i in ids),
+            30,
+            interval=0.2,
+            what="the stuck jobs cancelled",
+        )
+    # Nothing held any more, so a stop leaves no lease behind; the abandoned threads (daemons, still
+    # sleeping) do not hold the drain up, and the alert goes with the worker's series.
+    stack.scraped('pgwork_jobs_in_flight{pod="hung-w"} == 0', "hung-w holding nothing")
+    w.signal(signal.SIGTERM)
+    assert w.wait(30) == 0
+    stack.resolved("PgworkWorkerAbandonedThreads", "hung-w")
+
+
 EXPECTED = {
     ("PgworkWorkerHeartbeatStale", "frozen-w"),
     ("PgworkHeartbeatStale", "frozen"),
@@ -498,6 +533,8 @@ EXPECTED = {
     ("PgworkBacklogAgeHigh", "asleep"),
     ("PgworkQueueDatabaseDown", "remote"),
     ("PgworkDeadJobsIncreasing", "dying"),
+    ("PgworkJobsTimingOut", "hung"),
+    ("PgworkWorkerAbandonedThreads", "hung-w"),
 }
 
 
