@@ -81,6 +81,7 @@ class Completion(enum.Enum):
 class FailOutcome(enum.Enum):
     RETRY = "retry"
     DEAD = "dead"
+    CANCELLED = "cancelled"  # its cancellation was requested while it ran: not retried (migration 13)
     LEASE_LOST = "lease_lost"
 
 
@@ -88,6 +89,16 @@ class FailOutcome(enum.Enum):
 class Failure:
     outcome: FailOutcome
     available_at: datetime | None = None
+
+
+_FAILED_TO = {"pending": FailOutcome.RETRY, "dead": FailOutcome.DEAD, "cancelled": FailOutcome.CANCELLED}
+
+
+def failure_of(status: str, available_at: datetime) -> Failure:
+    """The answer of a fenced failure (set_state_if_held, fail_many) from the state it left the
+    row in; the time it is due again only for a retry."""
+    outcome = _FAILED_TO[status]
+    return Failure(outcome, available_at if outcome is FailOutcome.RETRY else None)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pgwork.db.roundtrip import claim_params, finish_then_claim, success_params
 from pgwork.db.rows import FailManyRow, SucceedManyRow
 from pgwork.errors import InvalidArgument
 from pgwork.failure import FailureDecision
-from pgwork.models import ClaimedJob, Completion, FailOutcome, Failure, Lease
+from pgwork.models import ClaimedJob, Completion, FailOutcome, Failure, Lease, failure_of
 from pgwork.validation import error_text
 
 
@@ -152,8 +152,6 @@ def _failures(failures: Sequence[DecidedFailure], rows: Sequence[FailManyRow]) -
         row = by_id.get(f.lease.job_id)
         if row is None:
             answers[f.lease.job_id] = Failure(FailOutcome.LEASE_LOST)
-        elif row.status == "pending":
-            answers[f.lease.job_id] = Failure(FailOutcome.RETRY, row.available_at)
         else:
-            answers[f.lease.job_id] = Failure(FailOutcome.DEAD)
+            answers[f.lease.job_id] = failure_of(row.status, row.available_at)
     return answers

@@ -47,6 +47,7 @@ from pgwork.models import (
     NewJob,
     PruneProgress,
     Reclaimed,
+    failure_of,
 )
 from pgwork.progress import Progress
 from pgwork.validation import (
@@ -271,9 +272,7 @@ class Queue(Batches, Limits, Checkpoints):
         row = self._one("set_state_if_held", params, FailRow, conn)
         if row is None:
             return Failure(FailOutcome.LEASE_LOST)
-        if row.status == "pending":
-            return Failure(FailOutcome.RETRY, row.available_at)
-        return Failure(FailOutcome.DEAD)
+        return failure_of(row.status, row.available_at)
 
     def release(
         self,

@@ -63,6 +63,17 @@ def _log(p: Pending, outcome: Outcome, now: float) -> None:
             now - started,
             " (duplicate: its key already had a result)" if outcome is Outcome.DUPLICATE else "",
         )
+    elif outcome is Outcome.CANCELLED and p.decision.failure is not None:
+        # The attempt failed before a heartbeat brought the cancellation: the database ended it
+        # cancelled rather than retried (migration 13).
+        lines = (p.decision.error or "").strip().splitlines()
+        log.warning(
+            "job %s (%s) attempt %d failed -> cancelled (its cancellation was requested): %s",
+            job.id,
+            job.job_type,
+            job.attempt,
+            lines[0] if lines else "",
+        )
     elif outcome is Outcome.CANCELLED:
         log.info("job %s (%s) attempt %d cancelled while running; stopped", job.id, job.job_type, job.attempt)
     elif outcome in (Outcome.RETRY, Outcome.DEAD):

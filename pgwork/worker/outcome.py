@@ -157,7 +157,10 @@ def after_success(completion: Completion) -> Outcome:
 
 def after_failure(answer: FailOutcome) -> Outcome:
     """What the database's answer to a fenced failure makes of RETRY/DEAD (attempts used up
-    turn a retry into dead there too)."""
-    if answer is FailOutcome.RETRY:
-        return Outcome.RETRY
-    return Outcome.DEAD if answer is FailOutcome.DEAD else Outcome.LEASE_LOST
+    turn a retry into dead there too, and a cancellation requested meanwhile into cancelled)."""
+    return {
+        FailOutcome.RETRY: Outcome.RETRY,
+        FailOutcome.DEAD: Outcome.DEAD,
+        FailOutcome.CANCELLED: Outcome.CANCELLED,
+        FailOutcome.LEASE_LOST: Outcome.LEASE_LOST,
+    }[answer]

@@ -290,7 +290,9 @@ def test_version_2_database_with_jobs_in_every_state_moves_to_the_guarded_fail(e
             failed = q.fail(held, "after the upgrade", delay=30)
             assert failed.outcome is FailOutcome.RETRY and failed.available_at is not None
             stopping = Lease(ids["stopping"], uuid.UUID("22222222-2222-2222-2222-222222222222"), "old-pod", 1)
-            assert q.fail(stopping, "no good", retryable=False).outcome is FailOutcome.DEAD
+            # Its cancellation was requested before the upgrade: the failure ends it cancelled
+            # (migration cancel_wins_over_failure), not dead, and the request is not lost.
+            assert q.fail(stopping, "no good", retryable=False).outcome is FailOutcome.CANCELLED
             # A stale token, and a finished job, change nothing.
             assert q.fail(Lease(ids["lapsed"], uuid.uuid4(), "x", 1), "e").outcome is FailOutcome.LEASE_LOST
             [job] = [j for j in q.claim("new-pod", limit=10) if j.id == ids["retrying"]] or [None]
@@ -298,7 +300,8 @@ def test_version_2_database_with_jobs_in_every_state_moves_to_the_guarded_fail(e
             assert q.fail(job.lease, "again").outcome is FailOutcome.RETRY
         after = {k: _row_status(empty_dsn, i) for k, i in ids.items()}
         assert after["running"] == ("pending", 1, "after the upgrade")
-        assert after["stopping"] == ("dead", 1, "no good")
+        assert after["stopping"][:2] == ("cancelled", 1)
+        assert str(after["stopping"][2]).startswith("no good [cancellation requested at ")
         assert after["retrying"] == ("pending", 3, "again")
         assert {k: after[k][0] for k in ("succeeded", "dead", "cancelled", "scheduled")} == {
             "succeeded": "succeeded",

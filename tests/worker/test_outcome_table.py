@@ -82,6 +82,7 @@ def test_a_password_in_an_exception_never_reaches_last_error() -> None:
         (Completion.LEASE_LOST, Outcome.LEASE_LOST),
         (FailOutcome.RETRY, Outcome.RETRY),
         (FailOutcome.DEAD, Outcome.DEAD),
+        (FailOutcome.CANCELLED, Outcome.CANCELLED),  # a cancel asked while the attempt failed
         (FailOutcome.LEASE_LOST, Outcome.LEASE_LOST),
     ],
 )
