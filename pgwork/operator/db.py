@@ -59,8 +59,15 @@ def count_cap(max_replicas: int, target_backlog_per_worker: int) -> int:
     return max(1, max_replicas) * max(1, target_backlog_per_worker) + 1
 
 
+# How long a poll waits for a connection. A worker waits out the pool's 30 s (a busy database
+# is no reason to drop a finished job's write), but the operator only reads: waiting that long
+# on a database that went away delayed database_up 0 (and PgworkQueueDatabaseDown) by 30 s and
+# held a kopf timer thread for as long. A poll that fails is simply tried again next round.
+POLL_POOL_TIMEOUT = 5.0
+
+
 def default_factory(dsn: str) -> Queue:
-    return Queue(dsn, pool_size=1, application_name="pgwork-operator")
+    return Queue(dsn, pool_size=1, application_name="pgwork-operator", pool_timeout=POLL_POOL_TIMEOUT)
 
 
 def explain(exc: BaseException, secret: str | None = None) -> DatabaseProblem:

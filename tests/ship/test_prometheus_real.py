@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from pgwork import embedded
+from pgwork.operator.db import POLL_POOL_TIMEOUT
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.queue import Queue, migrate
 from tests.operator import stories
@@ -469,9 +470,10 @@ def test_a_database_going_down_fires_database_down(stack: Stack) -> None:
         pid = server.get_pid()
         assert pid
         os.kill(pid, signal.SIGINT)  # fast shutdown
-        # The operator's first failing poll waits out its connection pool's timeout (30s) before
-        # it reports database_up 0; the alert's own (shortened) `for` comes on top.
-        stack.firing("PgworkQueueDatabaseDown", "remote", since, within=FIRE_WITHIN + 35)
+        # The operator's first failing poll waits at most its poll pool timeout (5 s; it used to be
+        # the workers' 30 s) before it reports database_up 0; the alert's own (shortened) `for`
+        # comes on top.
+        stack.firing("PgworkQueueDatabaseDown", "remote", since, within=FIRE_WITHIN + POLL_POOL_TIMEOUT + 5)
     finally:
         server.cleanup()
 
