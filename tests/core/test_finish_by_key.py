@@ -1,6 +1,6 @@
-"""Migration 13: a fenced finish finds its job by primary key however many jobs are running (the
+"""Migration 14: a fenced finish finds its job by primary key however many jobs are running (the
 planner used to scan jobs_running_idx whole when the statistics saw few running), and a database
-at version 12 with jobs in every state carries forward, its worker role still finishing."""
+at version 13 with jobs in every state carries forward, its worker role still finishing."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ def _retry(lease: Lease, error: str = "boom") -> DecidedFailure:
     return DecidedFailure(lease, decide_failure(lease.attempt, 5, True, 30.0, datetime.now(UTC)), error)
 
 
-def test_version_12_with_jobs_in_every_state_carries_forward_and_its_worker_still_finishes(empty_dsn: str) -> None:
-    at_version(empty_dsn, 12)
-    worker = f"pgwork_v12_worker_{uuid.uuid4().hex[:8]}"
+def test_version_13_with_jobs_in_every_state_carries_forward_and_its_worker_still_finishes(empty_dsn: str) -> None:
+    at_version(empty_dsn, 13)
+    worker = f"pgwork_v13_worker_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(empty_dsn) as conn:
         conn.execute(V1_JOBS)
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(worker)))
@@ -38,20 +38,20 @@ def test_version_12_with_jobs_in_every_state_carries_forward_and_its_worker_stil
     try:
         before = _snapshot(empty_dsn)
         ids = _by_key(empty_dsn)
-        assert migrate(empty_dsn) == [13]
+        assert migrate(empty_dsn) == [14]
         assert _snapshot(empty_dsn) == before  # every row, every column
-        # The role granted the worker profile at version 12 keeps its grants (CREATE OR REPLACE).
+        # The role granted the worker profile at version 13 keeps its grants (CREATE OR REPLACE).
         with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=worker)) as q:
             held = Lease(ids["running"], uuid.UUID(RUNNING), "old-pod", 1, 5)
             forged = Lease(ids["stopping"], uuid.uuid4(), "old-pod", 1, 5)
-            assert q.succeed_many([(forged, {"x": 1}), (held, {"done": "after 13"})]) == {
+            assert q.succeed_many([(forged, {"x": 1}), (held, {"done": "after 14"})]) == {
                 ids["stopping"]: Completion.LEASE_LOST,
                 ids["running"]: Completion.CREATED,
             }
             assert q.succeed(held, {"again": True}) is Completion.LEASE_LOST  # finished: the token is spent
             lapsed = Lease(ids["lapsed"], uuid.UUID("33333333-3333-3333-3333-333333333333"), "gone-pod", 1, 5)
             assert q.fail_many([_retry(forged)])[ids["stopping"]].outcome is FailOutcome.LEASE_LOST
-            assert q.fail(lapsed, "after 13").outcome is FailOutcome.RETRY
+            assert q.fail(lapsed, "after 14").outcome is FailOutcome.RETRY
             [job] = q.claim("new-pod", limit=1, job_types=["t"])
             assert q.succeed(job.lease, {"n": 1}) is Completion.CREATED
         with psycopg.connect(empty_dsn) as conn:
@@ -59,6 +59,10 @@ def test_version_12_with_jobs_in_every_state_carries_forward_and_its_worker_stil
                 "SELECT status::text, lease_token::text FROM pgwork.jobs WHERE id = %s", (ids["stopping"],)
             ).fetchone()
         assert stopping == ("running", "22222222-2222-2222-2222-222222222222")  # the forged token changed nothing
+        # Version 13's rule survives the rewrite: a failure of a job whose cancel was requested ends it cancelled.
+        with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=worker)) as q:
+            asked = Lease(ids["stopping"], uuid.UUID("22222222-2222-2222-2222-222222222222"), "old-pod", 1, 5)
+            assert q.fail(asked, "boom").outcome is FailOutcome.CANCELLED
     finally:
         with psycopg.connect(empty_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(worker)))

@@ -1,4 +1,4 @@
--- pgwork schema, version 13: a fenced finish finds its job by primary key, whatever else is running.
+-- pgwork schema, version 14: a fenced finish finds its job by primary key, whatever else is running.
 --
 -- The finishes fence on (id, lease_token, status = 'running'). `status = 'running'` is also the
 -- predicate of jobs_running_idx, and when the statistics saw few running jobs (a queue analysed
@@ -14,7 +14,7 @@
 -- succeed_many's arrays would then make the planner keep a custom plan (planned on every call,
 -- +0.2 ms: a plan for the actual one element looks cheaper than the generic plan for ten), so it
 -- forces the generic plan as pgwork.claim does. Same signatures, results, SECURITY DEFINER and
--- search_path; CREATE OR REPLACE keeps every grant. Bodies otherwise as in versions 3 and 10.
+-- search_path; CREATE OR REPLACE keeps every grant. Bodies otherwise as in versions 13 and 10.
 -- (release, acknowledge_cancel, checkpoint and heartbeat fence the same way and are left for a
 -- later version: they are off the per-job finish path.)
 
@@ -82,8 +82,8 @@ BEGIN
 END
 $$;
 
--- set_state_if_held (and so fail_many, which calls it once per failure): version 3's checks and
--- bounds, word for word; only the two lookups go by key.
+-- set_state_if_held (and so fail_many, which calls it once per failure): version 13's, word for
+-- word (a requested cancellation wins over the failure); only the two lookups go by key.
 CREATE OR REPLACE FUNCTION pgwork.set_state_if_held(
     job_id bigint, token uuid, state text, reason text, retry_delay double precision, error text,
     at timestamptz DEFAULT NULL
@@ -107,18 +107,22 @@ BEGIN
             coalesce(quote_literal(reason), 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    SELECT j.attempt_count, j.max_attempts INTO held
+    SELECT j.attempt_count, j.max_attempts, j.cancel_requested_at INTO held
       FROM pgwork.jobs AS j
      WHERE j.id = job_id AND j.lease_token = token AND j.status::text = 'running'  -- by key: see the top
        FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;  -- the lease is lost (reaped, finished, never ours): nothing changes
     END IF;
-    final := CASE WHEN held.attempt_count >= held.max_attempts THEN 'dead' ELSE state END;
+    -- The caller's claim about the budget is checked before the cancel is looked at: a false
+    -- reason is an error whatever else happened to the job.
     IF state = 'dead' AND reason = 'attempts_used_up' AND held.attempt_count < held.max_attempts THEN
         RAISE EXCEPTION 'pgwork: job % has used % of its % attempts; it is not dead for that reason',
             job_id, held.attempt_count, held.max_attempts USING ERRCODE = 'check_violation';
     END IF;
+    final := CASE WHEN held.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                  WHEN held.attempt_count >= held.max_attempts THEN 'dead'
+                  ELSE state END;
 
     RETURN QUERY
     UPDATE pgwork.jobs AS j
@@ -126,13 +130,18 @@ BEGIN
            available_at = CASE WHEN final = 'pending'
                                THEN now_ + make_interval(secs => least(greatest(retry_delay, 0), 86400))
                                ELSE j.available_at END,
-           completed_at = CASE WHEN final = 'dead' THEN now_ END,
-           started_at = CASE WHEN final = 'dead' THEN j.started_at END,
-           lease_owner = CASE WHEN final = 'dead' THEN j.lease_owner END,
-           last_error = left(error, 8000),
+           completed_at = CASE WHEN final IN ('dead', 'cancelled') THEN now_ END,
+           started_at = CASE WHEN final IN ('dead', 'cancelled') THEN j.started_at END,
+           lease_owner = CASE WHEN final IN ('dead', 'cancelled') THEN j.lease_owner END,
+           last_error = CASE WHEN final = 'cancelled'
+                             THEN left(left(error, 7800) || format(
+                                      ' [cancellation requested at %s; the attempt failed before it was seen, '
+                                      'so the job ends cancelled instead of being retried]',
+                                      held.cancel_requested_at), 8000)
+                             ELSE left(error, 8000) END,
            lease_token = NULL,
            lease_expires_at = NULL,
-           cancel_requested_at = NULL
+           cancel_requested_at = CASE WHEN final = 'cancelled' THEN j.cancel_requested_at END
      WHERE j.id = job_id AND j.lease_token = token AND j.status::text = 'running'
     RETURNING j.status::text, j.available_at, j.attempt_count, j.max_attempts;
 END
