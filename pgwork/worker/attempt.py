@@ -30,7 +30,7 @@ from pgwork.worker.enforce import arm
 from pgwork.worker.finishes import Finisher, Pending
 from pgwork.worker.holdings import Held, HeldState
 from pgwork.worker.outcome import Decision, Ended, Outcome, decide, worker_error
-from pgwork.worker.registry import PermanentError, Registry, running
+from pgwork.worker.registry import PermanentError, Registry, StopReason, running
 
 log = logging.getLogger("pgwork.worker")
 
@@ -133,6 +133,9 @@ class Attempts:
 
     def _call(self, held: Held, span: trace.Span | None) -> Ended:
         try:
+            if span is None:  # no tracer: no span to enter, once per job
+                with running(held.job):
+                    return _returned(self._handler(held)(held.job))
             with running(held.job), self._using(span):
                 return _returned(self._handler(held)(held.job))
         except BaseException as exc:  # nothing a handler does may crash the worker
@@ -163,13 +166,16 @@ class Attempts:
 
     def _decide(self, held: Held, ended: Ended, *, released: bool) -> Decision:
         job = held.job
+        stop = job.stop_reason
+        # Only a failure reads the backoff (a retry's delay): a success does not pay for it.
+        failing = ended.error is not None or stop is StopReason.TIMED_OUT
         return decide(
             ended,
-            job.stop_reason,
+            stop,
             released=released,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
-            backoff=self._queue.backoff_for(held.claimed.job_type).delay(job.attempt),
+            backoff=self._queue.backoff_for(held.claimed.job_type).delay(job.attempt) if failing else 0.0,
             now=datetime.now(UTC),
             timeout=held.timeout,
         )
@@ -219,7 +225,8 @@ class Attempts:
     def _after(self, run: _Run) -> None:
         if run.inline:
             return  # the write already claimed into this slot's room, and woke the main loop
-        self._wake.set()  # a slot is free: the main loop may claim again
+        if not self._wake.is_set():  # a slot is free: the main loop may claim again
+            self._wake.set()
         self._finisher.poke()
 
 

@@ -73,8 +73,12 @@ class Runners:
             self.loop.start()
 
     def submit(self, held: Held) -> None:
+        self.submit_many([held])
+
+    def submit_many(self, batch: list[Held]) -> None:
+        """A claim's jobs, in its order: one lock and one dispatch for the batch, not per job."""
         with self._lock:
-            self._waiting.append(held)
+            self._waiting.extend(batch)
         self._dispatch()
 
     @property

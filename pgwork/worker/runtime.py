@@ -345,11 +345,11 @@ class Worker:
             self.metrics.claim_duration.observe(seconds)
         self._claim_ok = True
         self.claims += len(claimed)
-        for job in claimed:
-            self._hold(job)
+        self._runners.submit_many([self._hold(job) for job in claimed])
         self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
 
-    def _hold(self, claimed: ClaimedJob) -> None:
+    def _hold(self, claimed: ClaimedJob) -> Held:
+        """Hold a claimed job (heartbeated from now on); the caller hands it to the runners."""
         job = Job(
             id=claimed.id,
             job_type=claimed.job_type,
@@ -363,7 +363,7 @@ class Worker:
         held = Held(claimed, job, self.options.lease)
         job._saver = lambda state: self.queue.checkpoint(held.lease, state)
         self.holdings.add(held)
-        self._runners.submit(held)
+        return held
 
     # -- one job -----------------------------------------------------------------------------
 
