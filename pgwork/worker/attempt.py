@@ -54,11 +54,11 @@ class Attempts:
         tracer: trace.Tracer | None,
         worker_id: str,
         stopping: threading.Event,
-        wake: threading.Event,
+        freed: Callable[[], None],
         cancel: Callable[[Held], None],
     ) -> None:
         """`stopping`: set once the worker drains (jobs not yet started are not begun);
-        `wake`: set when a job ends, so the claim loop may claim again; `cancel`: cancels a
+        `freed`: called when a job ends, so the claim loop may claim again; `cancel`: cancels a
         running async job's task (Runners.cancel)."""
         self._queue = queue
         self._registry = registry
@@ -66,7 +66,7 @@ class Attempts:
         self._tracer = tracer
         self._worker_id = worker_id
         self._stopping = stopping
-        self._wake = wake
+        self._freed = freed
         self._cancel = cancel
 
     def is_async(self, held: Held) -> bool:
@@ -225,9 +225,7 @@ class Attempts:
     def _after(self, run: _Run) -> None:
         if run.inline:
             return  # the write already claimed into this slot's room, and woke the main loop
-        if not self._wake.is_set():  # a slot is free: the main loop may claim again
-            self._wake.set()
-        self._finisher.poke()
+        self._freed()  # a slot is free: the main loop may claim again
 
 
 def _returned(value: Any) -> Ended:

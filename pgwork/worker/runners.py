@@ -35,14 +35,17 @@ class Runners:
         run_async: JobCoroutine | None = None,
         is_async: Callable[[Held], bool] = lambda held: False,
         threads: bool = True,
+        idle: Callable[[], None] = lambda: None,
     ) -> None:
         """`run` runs a plain handler's job on a runner thread; `run_async` (given when some type
         has an async handler) is awaited on the event loop for the jobs `is_async` picks.
-        `threads` False: no job has a plain handler, so no runner thread is started."""
+        `threads` False: no job has a plain handler, so no runner thread is started. `idle` is
+        called when the last busy slot frees (the finisher then writes instead of lingering)."""
         self._count = count
         self._run = run
         self._run_async = run_async
         self._is_async = is_async
+        self._idle = idle
         self._jobs: queue.SimpleQueue[Held | None] = queue.SimpleQueue()
         self._waiting: collections.deque[Held] = collections.deque()
         self._lock = threading.Lock()
@@ -143,10 +146,17 @@ class Runners:
             else:
                 self._jobs.put(held)
 
+    @property
+    def queued(self) -> int:
+        """Jobs submitted and not yet handed to a slot (read without the lock: a hint)."""
+        return len(self._waiting)
+
     def _ended(self) -> None:
         with self._lock:
             self.busy -= 1
         self._dispatch()
+        if self.busy == 0:
+            self._idle()
 
     def _serve(self) -> None:
         me = threading.current_thread()

@@ -141,7 +141,7 @@ class Worker:
             tracer=self._tracer,
             worker_id=options.worker_id,
             stopping=self._stop,
-            wake=self._wake,
+            freed=self._freed,
             cancel=self._cancel,
         )
         plain, asynchronous = registry.kinds(types)
@@ -151,6 +151,7 @@ class Worker:
             run_async=attempts.run_async if asynchronous else None,
             is_async=attempts.is_async,
             threads=plain,
+            idle=self._finisher.poke,
         )
         enforcer = Enforcer(
             queue,
@@ -366,6 +367,13 @@ class Worker:
         return held
 
     # -- one job -----------------------------------------------------------------------------
+
+    def _freed(self) -> None:
+        """A job ended. Wake the main loop only if it may find room: while the runners still
+        have --concurrency jobs queued (each held WAITING), slots.claim_size says 0 anyway, and
+        waking it per job to learn that costs a thread switch each."""
+        if self._runners.queued < self.options.concurrency and not self._wake.is_set():
+            self._wake.set()
 
     def _runners_busy(self) -> bool:
         return self._runners.busy > 0
