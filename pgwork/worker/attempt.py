@@ -68,9 +68,15 @@ class Attempts:
         self._stopping = stopping
         self._freed = freed
         self._cancel = cancel
+        self._async: dict[str, bool] = {}
 
     def is_async(self, held: Held) -> bool:
-        return self._registry.is_async(held.claimed.job_type)
+        # Asked per job by the runners; the registry's answer inspects the function each time.
+        job_type = held.claimed.job_type
+        known = self._async.get(job_type)
+        if known is None:
+            known = self._async[job_type] = self._registry.is_async(job_type)
+        return known
 
     # -- the two kinds --------------------------------------------------------------------
 
