@@ -234,9 +234,14 @@ class Attempts:
         self._freed()  # a slot is free: the main loop may claim again
 
 
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
 def _returned(value: Any) -> Ended:
     """What a plain handler returned. A coroutine means an async function the registry could not
     tell was one (a decorator that hid it): it was never awaited, and never will be."""
+    if type(value) in _PLAIN:
+        return Ended(value=value)  # most results: no need to ask whether it is awaitable
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
             value.close()  # no "never awaited" warning on top of the failure
