@@ -40,7 +40,7 @@ class LineFormatter(logging.Formatter):
         if cached[0] != second:
             cached = (second, time.strftime(self.default_time_format, self.converter(record.created)))
             self._second = cached
-        return self.default_msec_format % (cached[1], record.msecs)
+        return f"{cached[1]},{int(record.msecs):03d}"  # logging's default_msec_format, '%s,%03d'
 
 
 def configure(verbose: bool, environ: Mapping[str, str]) -> None:
