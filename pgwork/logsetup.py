@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 
 from pgwork.errors import InvalidArgument
@@ -25,5 +26,24 @@ def log_level(verbose: bool, environ: Mapping[str, str]) -> int:
     return int(getattr(logging, given.upper()))
 
 
+class LineFormatter(logging.Formatter):
+    """FORMAT, with the date and time of day formatted once per second rather than once per
+    line (a worker writes a line per job; strftime was a good part of each line's cost)."""
+
+    _second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        cached = self._second  # one tuple: another thread's update is never seen half done
+        if cached[0] != second:
+            cached = (second, time.strftime(self.default_time_format, self.converter(record.created)))
+            self._second = cached
+        return f"{cached[1]},{int(record.msecs):03d}"  # logging's default_msec_format, '%s,%03d'
+
+
 def configure(verbose: bool, environ: Mapping[str, str]) -> None:
-    logging.basicConfig(level=log_level(verbose, environ), format=FORMAT)
+    handler = logging.StreamHandler()
+    handler.setFormatter(LineFormatter(FORMAT))
+    logging.basicConfig(level=log_level(verbose, environ), handlers=[handler])

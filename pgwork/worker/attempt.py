@@ -30,7 +30,7 @@ from pgwork.worker.enforce import arm
 from pgwork.worker.finishes import Finisher, Pending
 from pgwork.worker.holdings import Held, HeldState
 from pgwork.worker.outcome import Decision, Ended, Outcome, decide, worker_error
-from pgwork.worker.registry import PermanentError, Registry, running
+from pgwork.worker.registry import PermanentError, Registry, StopReason, running
 
 log = logging.getLogger("pgwork.worker")
 
@@ -54,11 +54,11 @@ class Attempts:
         tracer: trace.Tracer | None,
         worker_id: str,
         stopping: threading.Event,
-        wake: threading.Event,
+        freed: Callable[[], None],
         cancel: Callable[[Held], None],
     ) -> None:
         """`stopping`: set once the worker drains (jobs not yet started are not begun);
-        `wake`: set when a job ends, so the claim loop may claim again; `cancel`: cancels a
+        `freed`: called when a job ends, so the claim loop may claim again; `cancel`: cancels a
         running async job's task (Runners.cancel)."""
         self._queue = queue
         self._registry = registry
@@ -66,11 +66,17 @@ class Attempts:
         self._tracer = tracer
         self._worker_id = worker_id
         self._stopping = stopping
-        self._wake = wake
+        self._freed = freed
         self._cancel = cancel
+        self._async: dict[str, bool] = {}
 
     def is_async(self, held: Held) -> bool:
-        return self._registry.is_async(held.claimed.job_type)
+        # Asked per job by the runners; the registry's answer inspects the function each time.
+        job_type = held.claimed.job_type
+        known = self._async.get(job_type)
+        if known is None:
+            known = self._async[job_type] = self._registry.is_async(job_type)
+        return known
 
     # -- the two kinds --------------------------------------------------------------------
 
@@ -133,6 +139,9 @@ class Attempts:
 
     def _call(self, held: Held, span: trace.Span | None) -> Ended:
         try:
+            if span is None:  # no tracer: no span to enter, once per job
+                with running(held.job):
+                    return _returned(self._handler(held)(held.job))
             with running(held.job), self._using(span):
                 return _returned(self._handler(held)(held.job))
         except BaseException as exc:  # nothing a handler does may crash the worker
@@ -163,13 +172,16 @@ class Attempts:
 
     def _decide(self, held: Held, ended: Ended, *, released: bool) -> Decision:
         job = held.job
+        stop = job.stop_reason
+        # Only a failure reads the backoff (a retry's delay): a success does not pay for it.
+        failing = ended.error is not None or stop is StopReason.TIMED_OUT
         return decide(
             ended,
-            job.stop_reason,
+            stop,
             released=released,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
-            backoff=self._queue.backoff_for(held.claimed.job_type).delay(job.attempt),
+            backoff=self._queue.backoff_for(held.claimed.job_type).delay(job.attempt) if failing else 0.0,
             now=datetime.now(UTC),
             timeout=held.timeout,
         )
@@ -219,13 +231,17 @@ class Attempts:
     def _after(self, run: _Run) -> None:
         if run.inline:
             return  # the write already claimed into this slot's room, and woke the main loop
-        self._wake.set()  # a slot is free: the main loop may claim again
-        self._finisher.poke()
+        self._freed()  # a slot is free: the main loop may claim again
+
+
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 def _returned(value: Any) -> Ended:
     """What a plain handler returned. A coroutine means an async function the registry could not
     tell was one (a decorator that hid it): it was never awaited, and never will be."""
+    if type(value) in _PLAIN:
+        return Ended(value=value)  # most results: no need to ask whether it is awaitable
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
             value.close()  # no "never awaited" warning on top of the failure

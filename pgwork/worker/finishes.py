@@ -128,7 +128,10 @@ class Finisher(threading.Thread):
             inline = may_write and self._inline and not self._pending and not self._writing and not self._stopping
             if not inline:
                 self._pending.append(item)
-                self._cond.notify()
+                # Woken once per batch, not per outcome: the first one starts the linger (the
+                # runners going idle, pgwork.worker.runners, or a full batch ends it early).
+                if len(self._pending) == 1 or len(self._pending) >= MAX_BATCH:
+                    self._cond.notify()
                 return False
             self._writing = True
         self._flush([item])
@@ -152,14 +155,14 @@ class Finisher(threading.Thread):
                     self._cond.wait()
                 if not self._pending and self._stopping:
                     return
-                first = time.monotonic()
+                until = time.monotonic() + self._linger
                 while (
                     not self._stopping
                     and len(self._pending) < MAX_BATCH
                     and self._busy()
-                    and time.monotonic() - first < self._linger
+                    and (left := until - time.monotonic()) > 0
                 ):
-                    self._cond.wait(self._linger)
+                    self._cond.wait(left)
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
                 self._writing = True
             self._flush(batch)

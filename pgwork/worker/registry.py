@@ -7,14 +7,13 @@ transaction open, and the worker writes its result through the fenced succeed, n
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import enum
 import functools
 import inspect
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -62,7 +61,9 @@ class Job:
     trace_context: dict[str, str] = field(default_factory=dict)
     # What the job's last checkpoint saved (this attempt's or an earlier one's), or None.
     last_checkpoint: Any = None
-    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    # Made by the first `sleep` (or a stop request after it), under `_lock`: most jobs never
+    # sleep, and an Event costs more to make than the rest of a Job (its Condition).
+    _stop: threading.Event | None = field(default=None, repr=False)
     _reason: StopReason | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _on_stop: list[Callable[[], None]] = field(default_factory=list, repr=False)
@@ -78,7 +79,7 @@ class Job:
 
     @property
     def should_stop(self) -> bool:
-        return self._stop.is_set()
+        return self._reason is not None
 
     @property
     def lease_lost(self) -> bool:
@@ -94,7 +95,13 @@ class Job:
 
     def sleep(self, seconds: float) -> bool:
         """Wait `seconds`; returns False early if the job must stop (lost, cancelled, released)."""
-        return not self._stop.wait(max(0.0, seconds))
+        with self._lock:
+            if self._stop is None:
+                self._stop = threading.Event()
+                if self._reason is not None:
+                    self._stop.set()
+            stop = self._stop
+        return not stop.wait(max(0.0, seconds))
 
     def progress(self, fraction: float, note: str | None = None) -> None:
         """Report how far the job is (0..1) and, optionally, what it is doing ("page 3 of 10",
@@ -145,7 +152,9 @@ class Job:
             if first:
                 self._reason = reason
             callbacks, self._on_stop = (self._on_stop, []) if first else ([], self._on_stop)
-        self._stop.set()
+            stop = self._stop
+        if stop is not None:  # else a later `sleep` makes it already set
+            stop.set()
         for callback in callbacks:
             callback()
 
@@ -171,14 +180,25 @@ def current_job() -> Job:
     return job
 
 
-@contextlib.contextmanager
-def running(job: Job) -> Iterator[None]:
+class _Running:
+    """A class, not a generator: it is entered once per job, and a generator-based context
+    manager costs several times more."""
+
+    __slots__ = ("_job", "_token")
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+
+    def __enter__(self) -> None:
+        self._token = _CURRENT.set(self._job)
+
+    def __exit__(self, *exc: object) -> None:
+        _CURRENT.reset(self._token)
+
+
+def running(job: Job) -> _Running:
     """While a handler runs: `current_job()` is `job`."""
-    token = _CURRENT.set(job)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+    return _Running(job)
 
 
 @dataclass(frozen=True)

@@ -35,14 +35,17 @@ class Runners:
         run_async: JobCoroutine | None = None,
         is_async: Callable[[Held], bool] = lambda held: False,
         threads: bool = True,
+        idle: Callable[[], None] = lambda: None,
     ) -> None:
         """`run` runs a plain handler's job on a runner thread; `run_async` (given when some type
         has an async handler) is awaited on the event loop for the jobs `is_async` picks.
-        `threads` False: no job has a plain handler, so no runner thread is started."""
+        `threads` False: no job has a plain handler, so no runner thread is started. `idle` is
+        called when the last busy slot frees (the finisher then writes instead of lingering)."""
         self._count = count
         self._run = run
         self._run_async = run_async
         self._is_async = is_async
+        self._idle = idle
         self._jobs: queue.SimpleQueue[Held | None] = queue.SimpleQueue()
         self._waiting: collections.deque[Held] = collections.deque()
         self._lock = threading.Lock()
@@ -73,8 +76,12 @@ class Runners:
             self.loop.start()
 
     def submit(self, held: Held) -> None:
+        self.submit_many([held])
+
+    def submit_many(self, batch: list[Held]) -> None:
+        """A claim's jobs, in its order: one lock and one dispatch for the batch, not per job."""
         with self._lock:
-            self._waiting.append(held)
+            self._waiting.extend(batch)
         self._dispatch()
 
     @property
@@ -134,22 +141,47 @@ class Runners:
                     return
                 held = self._waiting.popleft()
                 self.busy += 1
-            if self.loop is not None and self._run_async is not None and self._is_async(held):
-                self.loop.submit(held, self._run_async, self._ended)
+            if self._on_loop(held):
+                assert self.loop is not None and self._run_async is not None
+                self.loop.submit(held, self._run_async, self._task_ended)
             else:
                 self._jobs.put(held)
 
-    def _ended(self) -> None:
+    @property
+    def queued(self) -> int:
+        """Jobs submitted and not yet handed to a slot (read without the lock: a hint)."""
+        return len(self._waiting)
+
+    def _ended(self, *, runner: bool = False) -> Held | None:
+        """A slot is free. On a runner thread (`runner`), the next queued job, if a plain
+        handler's, is returned for that same thread to run: a job handed from one thread to the
+        next costs a wake-up and a switch of the interpreter lock each, more than a trivial job."""
+        mine = None
         with self._lock:
             self.busy -= 1
-        self._dispatch()
+            if runner and self._waiting and self.busy < self._count and not self._on_loop(self._waiting[0]):
+                mine = self._waiting.popleft()
+                self.busy += 1
+        if mine is None:
+            self._dispatch()
+            if self.busy == 0:
+                self._idle()
+        return mine
+
+    def _task_ended(self) -> None:
+        self._ended()
+
+    def _on_loop(self, held: Held) -> bool:
+        return self.loop is not None and self._run_async is not None and self._is_async(held)
 
     def _serve(self) -> None:
         me = threading.current_thread()
+        held: Held | None = None
         while True:
-            held = self._jobs.get()
             if held is None:
-                return
+                held = self._jobs.get()
+                if held is None:
+                    return
             try:
                 self._run(held)
             except BaseException:  # a runner must outlive any job; _run records its own errors
@@ -159,4 +191,4 @@ class Runners:
                 self._abandoned.discard(me)
             if replaced:
                 return  # its slot went to a replacement: end here, or the pool would run one too many
-            self._ended()
+            held = self._ended(runner=True)

@@ -8,10 +8,11 @@ connection) and the listener thread (its own connection). No transaction is ever
 handler runs: a handler's outcome is decided (pgwork.worker.outcome) after it returns and
 written afterwards in a short transaction.
 
-Shutdown (SIGTERM, or `request_stop()`): stop claiming at once; jobs claimed but not started go
-back to pending at once; running jobs get `grace` seconds to finish; the rest are released
-(Queue.release: lease cleared, a note in last_error, attempt_count kept because it counts
-claims). A second request releases at once. After a graceful stop no row is left for the reaper.
+Shutdown (SIGTERM, or `request_stop()`; the drain is pgwork.worker.shutdown): stop claiming at
+once; jobs claimed but not started go back to pending at once; running jobs get `grace` seconds
+to finish; the rest are released (Queue.release: lease cleared, a note in last_error,
+attempt_count kept because it counts claims). A second request releases at once. After a
+graceful stop no row is left for the reaper.
 
 Every wait after the stop request is bounded by one shutdown deadline: `grace` from the request
 for running jobs, then RELEASE_SECONDS more for the releases (and any finishing writes). With the
@@ -38,14 +39,14 @@ from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.claimgate import ClaimGate, ClaimRoom
 from pgwork.worker.describe import first_line, usable_trace_context
 from pgwork.worker.enforce import Enforcer
-from pgwork.worker.finishes import Finisher, retry_write
+from pgwork.worker.finishes import Finisher
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.outcome import Outcome
-from pgwork.worker.registry import Job, Registry, StopReason
+from pgwork.worker.registry import Job, Registry
 from pgwork.worker.runners import Runners
+from pgwork.worker.shutdown import Shutdown
 from pgwork.worker.slots import claim_size, held_back
 from pgwork.worker.timeouts import EXIT_ABANDONED
 from pgwork.worker.wakeup import WakeListener
@@ -141,7 +142,7 @@ class Worker:
             tracer=self._tracer,
             worker_id=options.worker_id,
             stopping=self._stop,
-            wake=self._wake,
+            freed=self._freed,
             cancel=self._cancel,
         )
         plain, asynchronous = registry.kinds(types)
@@ -151,6 +152,7 @@ class Worker:
             run_async=attempts.run_async if asynchronous else None,
             is_async=attempts.is_async,
             threads=plain,
+            idle=self._finisher.poke,
         )
         enforcer = Enforcer(
             queue,
@@ -161,6 +163,9 @@ class Worker:
             give_up=self._give_up,
         )
         self._watchdog = Watchdog(self.holdings, enforcer.tell, enforcer.abandon)
+        self._shutdown = Shutdown(
+            queue, self.holdings, self.metrics, self._gate, deadline=self._deadline, remaining=self.remaining
+        )
         self.exit_code = 0
         self._server: MetricsServer | None = None
         self._last_tick = time.monotonic()
@@ -345,11 +350,11 @@ class Worker:
             self.metrics.claim_duration.observe(seconds)
         self._claim_ok = True
         self.claims += len(claimed)
-        for job in claimed:
-            self._hold(job)
+        self._runners.submit_many([self._hold(job) for job in claimed])
         self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
 
-    def _hold(self, claimed: ClaimedJob) -> None:
+    def _hold(self, claimed: ClaimedJob) -> Held:
+        """Hold a claimed job (heartbeated from now on); the caller hands it to the runners."""
         job = Job(
             id=claimed.id,
             job_type=claimed.job_type,
@@ -363,9 +368,16 @@ class Worker:
         held = Held(claimed, job, self.options.lease)
         job._saver = lambda state: self.queue.checkpoint(held.lease, state)
         self.holdings.add(held)
-        self._runners.submit(held)
+        return held
 
     # -- one job -----------------------------------------------------------------------------
+
+    def _freed(self) -> None:
+        """A job ended. Wake the main loop only if it may find room: while the runners still
+        have --concurrency jobs queued (each held WAITING), slots.claim_size says 0 anyway, and
+        waking it per job to learn that costs a thread switch each."""
+        if self._runners.queued < self.options.concurrency and not self._wake.is_set():
+            self._wake.set()
 
     def _runners_busy(self) -> bool:
         return self._runners.busy > 0
@@ -376,43 +388,4 @@ class Worker:
     # -- shutdown -------------------------------------------------------------------------
 
     def _drain(self) -> None:
-        # No claim starts from here on; one riding on a finish holds its jobs first, so they are
-        # released below with the other unstarted ones.
-        self._gate.close(min(self.remaining(), RELEASE_SECONDS + self.options.grace))
-        for held in self.holdings.snapshot():
-            if held.transition({HeldState.WAITING}, HeldState.RELEASED):
-                self._release(held, "released unstarted on shutdown")
-                self.holdings.remove(held.claimed.id)
-        # The grace counts from the stop request, not from here: the claim loop may have spent
-        # part of it waiting on an unreachable database.
-        deadline = self._grace_ends if self._grace_ends is not None else time.monotonic() + self.options.grace
-        if len(self.holdings):
-            log.info("waiting up to %gs for %d running job(s)", self.options.grace, len(self.holdings))
-        if self.holdings.wait_until_empty_or(deadline, self._force):
-            return
-        why = "second stop signal" if self._force.is_set() else f"grace of {self.options.grace:g}s ran out"
-        for held in self.holdings.snapshot():
-            if held.transition({HeldState.RUNNING, HeldState.WAITING}, HeldState.RELEASED):
-                held.job.request_stop(StopReason.SHUTDOWN)
-                self._release(held, f"released on shutdown ({why})")
-                self.holdings.remove(held.claimed.id)
-        # Finishing writes are short; let them land before the process exits, but only until the
-        # shutdown deadline (their retries give up by then too).
-        self.holdings.wait_until_empty_or(time.monotonic() + min(self.remaining(), 5.0), threading.Event())
-        self.metrics.in_flight.set(len(self.holdings))
-
-    def _release(self, held: Held, note: str) -> None:
-        released = retry_write(held, "release it", lambda: self.queue.release(held.lease, note), self._deadline)
-        if released:
-            outcome = Outcome.RELEASED
-        elif released is None:
-            outcome = Outcome.LEASE_LOST  # gave up writing; the reaper will return it
-        else:
-            # A release is refused when the lease is gone or a cancellation was requested;
-            # the fenced acknowledgement tells the two apart (it matches only a held row).
-            acked = retry_write(
-                held, "acknowledge the cancellation", lambda: self.queue.acknowledge_cancel(held.lease), self._deadline
-            )
-            outcome = Outcome.CANCELLED if acked else Outcome.LEASE_LOST
-        log.info("job %s: %s -> %s", held.claimed.id, note, outcome.value)
-        self.metrics.finished(held.claimed.job_type, outcome.value, time.monotonic() - held.claimed_at)
+        self._shutdown.drain(self.options.grace, self._grace_ends, self._force, RELEASE_SECONDS + self.options.grace)

@@ -4,6 +4,7 @@ plain handler and for its `async def` twin alike (the `kind` fixture)."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pgwork_test_app  # noqa: F401 - registers the handlers
@@ -153,6 +154,15 @@ def test_job_stop_reason_first_wins_and_wakes_sleep() -> None:
     assert job.sleep(10) is False
     job.request_stop(StopReason.LEASE_LOST)
     assert job.cancelled and not job.lease_lost and job.stop_reason is StopReason.CANCELLED
+
+
+def test_a_job_stopped_before_it_first_sleeps_does_not_sleep() -> None:
+    # The stop Event is made by the first sleep: a stop requested earlier must still be seen.
+    job = Job(1, "t", {}, 1, 5, "k")
+    job.request_stop(StopReason.TIMED_OUT)
+    started = time.monotonic()
+    assert job.should_stop and job.sleep(10) is False and job.sleep(10) is False
+    assert time.monotonic() - started < 1.0
 
 
 def test_permanent_error_is_exported() -> None:

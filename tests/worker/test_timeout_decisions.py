@@ -5,6 +5,7 @@ writes, when a worker gives up; and the watchdog's round with a clock passed in.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -204,4 +205,31 @@ def test_an_abandoned_runner_is_replaced_and_ends_when_its_handler_returns() -> 
     assert ran == [2, 1] and stuck.runner is not None
     stuck.runner.join(5)
     assert not stuck.runner.is_alive()  # it ended instead of taking another job
+    pool.stop()
+
+
+def test_runners_keep_the_bound_when_a_runner_takes_its_next_job_itself() -> None:
+    # A runner that frees its slot runs the next queued job itself: every job runs once, never
+    # more than `count` at once, and `idle` is told once the last slot frees.
+    lock = threading.Lock()
+    started: list[int] = []
+    now_running = [0, 0]  # current, most seen
+    idle = threading.Event()
+
+    def run(held: Held) -> None:
+        with lock:
+            started.append(held.claimed.id)
+            now_running[0] += 1
+            now_running[1] = max(now_running[1], now_running[0])
+        time.sleep(0.001)
+        with lock:
+            now_running[0] -= 1
+
+    pool = Runners(3, run, idle=idle.set)
+    pool.start()
+    pool.submit_many([_held(n, None, None) for n in range(1, 61)])
+    wait_for(lambda: len(started) == 60 and pool.busy == 0, 10, what="every job ran")
+    assert idle.is_set()
+    assert now_running[1] <= 3 and sorted(started) == list(range(1, 61))
+    assert started[0] in (1, 2, 3)  # taken from the head of the queue: the claim's order
     pool.stop()

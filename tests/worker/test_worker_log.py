@@ -13,7 +13,7 @@ import pytest
 from workerkit import WorkerProcess, start_worker, worker_env
 
 from pgwork.errors import InvalidArgument
-from pgwork.logsetup import log_level
+from pgwork.logsetup import FORMAT, LineFormatter, log_level
 from pgwork.queue import Queue
 
 PASSWORD = "Hunter2-never-logged"
@@ -84,3 +84,14 @@ def test_log_level(verbose: bool, environ: dict[str, str], level: int) -> None:
 def test_log_level_refuses_what_is_not_a_level(value: str) -> None:
     with pytest.raises(InvalidArgument, match=r"^PGWORK_LOG_LEVEL: .* is not a log level \(use one of DEBUG"):
         log_level(False, {"PGWORK_LOG_LEVEL": value})
+
+
+@pytest.mark.parametrize("created", [1_000_000_000.0, 1_000_000_000.999, 1_000_000_001.0005, 1_700_000_000.5])
+def test_the_cached_time_of_day_reads_as_loggings_own(created: float) -> None:
+    # The command line's formatter formats the time once per second; every line must still read
+    # exactly as logging.Formatter would write it, across second boundaries and in any order.
+    ours, theirs = LineFormatter(FORMAT), logging.Formatter(FORMAT)
+    for at in (created, created + 0.4, created - 1.0, created):
+        record = logging.LogRecord("pgwork.worker.jobs", logging.INFO, __file__, 1, "job %s", (7,), None)
+        record.created, record.msecs = at, (at - int(at)) * 1000
+        assert ours.format(record) == theirs.format(record)

@@ -9,7 +9,8 @@ attempt_count 1 (the --quick mode asserts only that).
 
 With PGWORK_LAB_BASELINE=DIR (a pgwork checkout, e.g. the main branch) the same drains also
 run that checkout's worker, on a database of its own migrated by that checkout, in the same
-rounds: a before/after in one run. With pgqueuer installed (`pip install 'pgwork[peers]'`) it
+rounds (first in every other round, so neither worker always follows the same drains): a
+before/after in one run. With pgqueuer installed (`pip install 'pgwork[peers]'`) it
 drains the same jobs at the same batch in its own process, in the same rounds (timed in that
 process: pgqueuer deletes finished rows). At batch 1 the reference design's bare loop (its SKIP
 LOCKED claim, then an unfenced completion, one autocommit connection) runs in the same rounds
@@ -144,6 +145,23 @@ def _drain_with_worker(
     return peak
 
 
+def _drain_baseline(
+    baseline: Baseline, case: Case, n: int, figures: dict[tuple[str, str], Rates], violations: list[str]
+) -> float:
+    peak = _drain_with_worker(
+        baseline.fleet,
+        baseline.queue,
+        case,
+        name=f"b-{case.batch}-{n}",
+        reset=baseline.reset,
+        analyze=baseline.analyze,
+    )
+    before = _check(BASELINE, case, baseline.summary(), violations)
+    figures.setdefault((BASELINE, case.x), Rates()).rates.append(before)
+    figures[(BASELINE, case.x)].peak_kib.append(peak)
+    return before
+
+
 def _drain_with_api(lab: LabDatabase, case: Case) -> int:
     lab.fresh_queue(case.jobs)
     finish = "many" if case.batch > 1 else "each"
@@ -193,6 +211,13 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     try:
         for n in range(p.rounds):
             for case in p.cases:
+                # Every other round the baseline drains first: whatever the previous drains leave
+                # the server doing (autovacuum, a checkpoint) then falls on each worker alike.
+                before = (
+                    _drain_baseline(baseline, case, n, figures, violations)
+                    if baseline is not None and n % 2 == 1
+                    else None
+                )
                 peak = _drain_with_worker(
                     fleet, lab.queue, case, name=f"w-{case.batch}-{n}", reset=lab.reset, analyze=lab.analyze
                 )
@@ -210,17 +235,8 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                     figures.setdefault((BARE_LOOP, case.x), Rates()).rates.append(bare)
                     line += f", bare loop {bare:7.0f} jobs/s"
                 if baseline is not None:
-                    peak = _drain_with_worker(
-                        baseline.fleet,
-                        baseline.queue,
-                        case,
-                        name=f"b-{case.batch}-{n}",
-                        reset=baseline.reset,
-                        analyze=baseline.analyze,
-                    )
-                    before = _check(BASELINE, case, baseline.summary(), violations)
-                    figures.setdefault((BASELINE, case.x), Rates()).rates.append(before)
-                    figures[(BASELINE, case.x)].peak_kib.append(peak)
+                    if before is None:
+                        before = _drain_baseline(baseline, case, n, figures, violations)
                     line += f", baseline worker {before:7.0f} jobs/s"
                 if peer:
                     theirs = _drain_with_pgqueuer(lab, case, violations)
