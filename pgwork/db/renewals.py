@@ -48,7 +48,8 @@ class Renewals(QueueBase):
         longer (they keep the lease they had and live on only through their own tokens)."""
         if not owner:
             raise InvalidArgument("owner", "is empty", "pass the worker's id, e.g. its pod name")
-        check_seconds(lease_seconds, "lease_seconds")
+        if not check_seconds(lease_seconds, "lease_seconds") > 0:
+            raise InvalidArgument("lease_seconds", "must be > 0", "e.g. 30, the worker's --lease")
         params = {"owner": owner, "lease": float(lease_seconds), "now": now}
         return WorkerLease(owner, self._scalar("register_worker", params, conn))
 

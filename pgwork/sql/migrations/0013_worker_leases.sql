@@ -47,11 +47,12 @@ CREATE TABLE pgwork.worker_leases (
 REVOKE ALL ON pgwork.worker_leases FROM PUBLIC;
 
 -- settle_worker_lease: write the lease a registration earned into the rows it covers, before it
--- stops covering them (a takeover, a restart of the registration). No profile may call it.
+-- stops covering them (a takeover, a restart of the registration). No profile may call it (it
+-- writes leases without a token); SECURITY DEFINER like every function that writes jobs.
 CREATE FUNCTION pgwork.settle_worker_lease(
     worker text, since timestamptz, earned timestamptz, beat timestamptz
 ) RETURNS void
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, pgwork, pg_temp AS $$
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
     UPDATE pgwork.jobs AS j
        SET lease_expires_at = greatest(j.lease_expires_at, earned),
            heartbeat_at = greatest(j.heartbeat_at, beat)
@@ -196,9 +197,13 @@ DECLARE
 BEGIN
     RETURN QUERY
     WITH expired AS (
+        -- OFFSET 0 keeps the lookup a per-row probe of worker_leases_pkey: a join the planner
+        -- flattened could hash the whole table instead.
         SELECT r.id, greatest(r.lease_expires_at, w.expires_at) AS expired_at
           FROM pgwork.jobs AS r
-          LEFT JOIN pgwork.worker_leases AS w ON w.owner = r.lease_owner AND r.started_at >= w.registered_at
+          LEFT JOIN LATERAL (SELECT v.expires_at FROM pgwork.worker_leases AS v
+                              WHERE v.owner = r.lease_owner AND r.started_at >= v.registered_at
+                             OFFSET 0) AS w ON true
          WHERE r.status = 'running' AND r.lease_expires_at < now_ AND (w.expires_at IS NULL OR w.expires_at < now_)
          ORDER BY 2
          LIMIT max_jobs
@@ -222,11 +227,13 @@ BEGIN
                               || format('[lease expired, reclaimed from %s at %s]', j.lease_owner, now_), 8000)
       FROM before AS b
      WHERE j.id = b.id AND j.status = 'running' AND j.lease_expires_at < now_
-       AND NOT EXISTS (SELECT 1 FROM pgwork.worker_leases AS v
-                        WHERE v.owner = j.lease_owner AND j.started_at >= v.registered_at AND v.expires_at >= now_)
+       AND coalesce((SELECT v.expires_at FROM pgwork.worker_leases AS v
+                      WHERE v.owner = j.lease_owner AND j.started_at >= v.registered_at), '-infinity') < now_
     RETURNING j.id, j.job_type, b.lease_owner, j.attempt_count, j.status::text,
               extract(epoch FROM now_ - b.expired_at)::double precision;
 
+    -- A scan of worker_leases, whose size this very statement bounds (live workers, and pods
+    -- gone for less than an hour): never of the jobs' history.
     DELETE FROM pgwork.worker_leases AS w
      WHERE w.owner IN (SELECT x.owner FROM pgwork.worker_leases AS x
                         WHERE x.expires_at < now_ - interval '1 hour'
