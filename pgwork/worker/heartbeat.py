@@ -23,7 +23,8 @@ import psycopg
 
 from pgwork.db import AnyConnection, Queue, connect
 from pgwork.errors import PgworkError
-from pgwork.models import LeaseState, WorkerLease
+from pgwork.models import Lease, LeaseState, Renewal, WorkerLease
+from pgwork.progress import Progress
 from pgwork.worker.holdings import HeldState, Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.registry import StopReason
@@ -115,6 +116,23 @@ class Heartbeat(threading.Thread):
                 self._conn.close()
             self._conn = None
 
+    def _send(self, leases: list[Lease], worker: WorkerLease | None, progress: dict[int, Progress]) -> Renewal:
+        """One renewal. A connection that was open before fails at once when the server dropped
+        it (a restart, a failover, a terminated backend): then one retry on a new connection, so
+        a dropped session costs no interval of the lease. A renewal is safe to repeat."""
+        reused = self._conn is not None and not self._conn.closed
+        try:
+            return self._queue.renew(
+                leases, lease_seconds=self.lease, worker=worker, conn=self._connection(), progress=progress
+            )
+        except TRANSIENT:
+            if not reused:
+                raise
+            self._close()
+        return self._queue.renew(
+            leases, lease_seconds=self.lease, worker=worker, conn=self._connection(), progress=progress
+        )
+
     def beat(self) -> None:
         # Finishing jobs are renewed too: their outcome may wait for a batched write (or for the
         # database to come back). Their row may be changing state, so a "lost" answer for them is
@@ -129,10 +147,7 @@ class Heartbeat(threading.Thread):
         worker = self._worker if held else None
         sent = time.monotonic()
         try:
-            conn = self._connection()
-            renewal = self._queue.renew(
-                [h.lease for h in held], lease_seconds=self.lease, worker=worker, conn=conn, progress=progress
-            )
+            renewal = self._send([h.lease for h in held], worker, progress)
         except (*TRANSIENT, PgworkError) as exc:
             for h in held:
                 if h.claimed.id in progress:
