@@ -122,7 +122,7 @@ SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.atte
        j.progress, j.progress_note, j.progress_at, j.checkpoint, j.checkpoint_at
   FROM pgwork.jobs AS j
   LEFT JOIN pgwork.worker_leases AS w
-    ON j.status = 'running' AND w.owner = j.lease_owner AND j.started_at >= w.registered_at
+    ON j.status = 'running' AND w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
  WHERE j.id = %(id)s;
 
 -- name: get_result :one

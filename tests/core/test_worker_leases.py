@@ -61,15 +61,15 @@ def test_a_covered_job_outlives_its_own_lease_while_its_worker_renews_and_is_rea
     worker = _registered(queue, "pod-a")
     jobs = _claim(queue, "pod-a", 3, seconds=1)
     leases = [j.lease for j in jobs]
-    for s in (20, 40, 60, 80):  # each job's own lease ran out at 31 s
+    # The first renewal adopts each job (its row renewed once, to 50 s); the later ones leave the rows alone.
+    for s in (20, 40, 60, 80):
         renewal = queue.renew(leases, lease_seconds=LEASE, worker=worker, now=at(s))
         assert renewal.registered is True
         assert renewal.states == {j.id: LeaseState.HELD for j in jobs}
         assert _reaped(queue, s + 5) == []
-    # The rows still carry the claim's lease: nothing wrote them.
     with psycopg.connect(queue.dsn) as conn:
         own = {r[0] for r in conn.execute("SELECT lease_expires_at FROM pgwork.jobs WHERE status = 'running'")}
-    assert own == {at(31)}
+    assert own == {at(50)}  # the adopting renewal's; the jobs lived past it on the worker's row
     # The worker stops renewing (killed): its last lease ran to 110 s.
     assert _reaped(queue, 109) == []
     assert _reaped(queue, 111) == sorted(j.id for j in jobs)
@@ -88,6 +88,7 @@ def test_the_reaper_says_how_overdue_the_effective_lease_is(queue: Queue) -> Non
 def test_one_heartbeat_writes_one_row_for_every_covered_job(queue: Queue) -> None:
     worker = _registered(queue, "pod-a")
     jobs = _claim(queue, "pod-a", 40)
+    queue.renew([j.lease for j in jobs], lease_seconds=LEASE, worker=worker, now=at(5))  # adopts them
     with psycopg.connect(queue.dsn) as conn:
         renewal = queue.renew([j.lease for j in jobs], lease_seconds=LEASE, worker=worker, now=at(10), conn=conn)
         row = conn.execute(COUNTERS).fetchone()
@@ -102,18 +103,19 @@ def test_a_worker_with_nothing_to_renew_sends_nothing(queue: Queue) -> None:
     assert queue.renew([], lease_seconds=LEASE, worker=worker, now=at(5)).registered is True
 
 
-def test_jobs_claimed_before_the_registration_are_renewed_row_by_row(queue: Queue) -> None:
+def test_the_first_renewal_adopts_each_job_once_even_one_claimed_before_the_registration(queue: Queue) -> None:
     early = _claim(queue, "pod-a", 2)
     worker = _registered(queue, "pod-a", seconds=5)
     late = _claim(queue, "pod-a", 2, seconds=6)
-    with psycopg.connect(queue.dsn) as conn:
-        renewal = queue.renew(
-            [j.lease for j in early + late], lease_seconds=LEASE, worker=worker, now=at(20), conn=conn
-        )
-        row = conn.execute(COUNTERS).fetchone()
-        conn.commit()
-    assert set(renewal.states.values()) == {LeaseState.HELD}
-    assert row == (2, 1, 1)  # the two older jobs' own rows, and the worker's
+    leases = [j.lease for j in early + late]
+    counted = []
+    for s in (20, 30):
+        with psycopg.connect(queue.dsn) as conn:
+            renewal = queue.renew(leases, lease_seconds=LEASE, worker=worker, now=at(s), conn=conn)
+            counted.append(conn.execute(COUNTERS).fetchone())
+            conn.commit()
+        assert set(renewal.states.values()) == {LeaseState.HELD}
+    assert counted == [(4, 1, 1), (0, 1, 1)]  # each job's row once (the holder passed its token), then none
 
 
 def test_a_caller_without_a_worker_lease_renews_as_before(queue: Queue) -> None:
@@ -129,6 +131,7 @@ def test_a_caller_without_a_worker_lease_renews_as_before(queue: Queue) -> None:
 def test_progress_on_a_covered_job_is_stored_with_its_row(queue: Queue) -> None:
     worker = _registered(queue, "pod-a")
     a, b = _claim(queue, "pod-a", 2)
+    queue.renew([a.lease, b.lease], lease_seconds=LEASE, worker=worker, now=at(5))  # adopts them
     with psycopg.connect(queue.dsn) as conn:
         renewal = queue.renew(
             [a.lease, b.lease],
@@ -192,13 +195,14 @@ def test_a_forged_secret_renews_nothing(queue: Queue) -> None:
 def test_registering_a_taken_name_uncovers_the_old_jobs_without_shortening_their_lease(queue: Queue) -> None:
     old = _registered(queue, "pod-a")
     jobs = _claim(queue, "pod-a", 2)
-    queue.renew([j.lease for j in jobs], lease_seconds=LEASE, worker=old, now=at(50))  # earned: to 80 s
+    queue.renew([j.lease for j in jobs], lease_seconds=LEASE, worker=old, now=at(50))  # adopted: rows to 80 s
+    queue.renew([j.lease for j in jobs], lease_seconds=LEASE, worker=old, now=at(55))  # earned: to 85 s
     new = _registered(queue, "pod-a", seconds=60)  # the restarted pod, same name
     assert new.secret != old.secret
     # The old process is gone: its jobs keep the lease they had earned, and no longer.
     queue.renew([], lease_seconds=LEASE, worker=new, now=at(75))
-    assert _reaped(queue, 79) == []
-    assert _reaped(queue, 81) == sorted(j.id for j in jobs)
+    assert _reaped(queue, 84) == []
+    assert _reaped(queue, 86) == sorted(j.id for j in jobs)
 
 
 def test_the_worker_whose_name_was_taken_keeps_its_jobs_through_their_tokens(queue: Queue) -> None:
@@ -232,29 +236,38 @@ def test_another_worker_role_cannot_keep_someone_elses_jobs_alive(queue: Queue, 
         assert renewal.registered is True and set(renewal.states.values()) == {LeaseState.LOST}
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             x.reap()  # nor reap
+        # Registering a name first adopts nothing either: a job claimed under it by someone else
+        # (here renewed by its holder without a worker lease) lives on its own lease alone.
+        squatted = x.register_worker("pod-b", lease_seconds=3600)
+    with Queue(victim) as v:
+        v.enqueue("wl", {"i": "b"})
+        [other] = v.claim("pod-b", job_types=["wl"], lease=LEASE)
+        assert v.heartbeat_many([other.lease], lease_seconds=LEASE) == {other.id: LeaseState.HELD}
+    with Queue(intruder) as x:
+        guess = Lease(other.id, uuid.uuid4(), "pod-b", 1)
+        assert x.renew([guess], lease_seconds=3600, worker=squatted).states == {other.id: LeaseState.LOST}
     # The victim's jobs are no longer covered: a worker lease of an hour keeps none of them.
     later = datetime.now(UTC) + timedelta(seconds=LEASE + 5)
-    assert sorted(r.id for r in queue.reap(now=later)) == sorted(jobs)
+    assert sorted(r.id for r in queue.reap(now=later)) == sorted([*jobs, other.id])
 
 
 def test_a_job_the_worker_stopped_passing_is_not_kept_alive_by_its_worker_lease(queue: Queue) -> None:
     worker = _registered(queue, "pod-a")
     kept, dropped = _claim(queue, "pod-a", 2)
-    queue.renew([kept.lease, dropped.lease], worker=worker, now=at(20))  # worker lease to 50 s
+    queue.renew([kept.lease, dropped.lease], worker=worker, now=at(20))  # adopted; all to 50 s
+    queue.renew([kept.lease, dropped.lease], worker=worker, now=at(30))  # the worker lease to 60 s
     # The worker gives `dropped` up (its lease lapsed by its own clock while the database was
-    # unreachable) and renews only `kept`: `dropped` runs out of the lease it had earned.
+    # unreachable) and renews only `kept`: `dropped` runs out of the lease it had earned (60 s).
     for s in (40, 60, 80):
         assert queue.renew([kept.lease], worker=worker, now=at(s)).states == {kept.id: LeaseState.HELD}
-    assert _reaped(queue, 85) == [dropped.id]
-    assert queue.renew([kept.lease], worker=worker, now=at(100)).states == {kept.id: LeaseState.HELD}
-    assert _reaped(queue, 125) == []
-    # Jobs claimed after that are covered by the worker's row again.
-    [fresh] = _claim(queue, "pod-a", 1, seconds=101)
+    assert _reaped(queue, 59) == []
+    assert _reaped(queue, 61) == [dropped.id]
     with psycopg.connect(queue.dsn) as conn:
-        queue.renew([kept.lease, fresh.lease], worker=worker, now=at(120), conn=conn)
+        renewal = queue.renew([kept.lease], worker=worker, now=at(100), conn=conn)
         row = conn.execute(COUNTERS).fetchone()
         conn.commit()
-    assert row == (1, 1, 1)  # `kept`'s own row (claimed before the registration restarted), the worker's
+    assert renewal.states == {kept.id: LeaseState.HELD} and row == (0, 1, 1)  # `kept` still covered
+    assert _reaped(queue, 125) == []
 
 
 def test_a_job_claimed_under_the_workers_name_elsewhere_is_not_kept_alive(queue: Queue) -> None:
@@ -263,7 +276,8 @@ def test_a_job_claimed_under_the_workers_name_elsewhere_is_not_kept_alive(queue:
     [theirs] = _claim(queue, "pod-a", 1, seconds=2)  # another process, the same --name
     for s in (20, 40, 60):
         queue.renew([mine.lease], worker=worker, now=at(s))
-    assert _reaped(queue, 75) == [theirs.id]
+    assert _reaped(queue, 31) == []
+    assert _reaped(queue, 33) == [theirs.id]  # its own lease, never the worker's
     assert queue.renew([mine.lease], worker=worker, now=at(80)).states == {mine.id: LeaseState.HELD}
 
 
@@ -283,7 +297,7 @@ def test_no_profile_reads_the_worker_leases(queue: Queue, make_role: MakeRole) -
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("SELECT secret FROM pgwork.worker_leases")
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute("SELECT pgwork.settle_worker_lease('pod-a', now(), now() + interval '1 day', now())")
+                conn.execute("SELECT pgwork.settle_worker_lease('pod-a', now() + interval '1 day', now(), NULL)")
 
 
 def test_a_worker_lease_never_shows_its_secret() -> None:
@@ -298,7 +312,8 @@ def test_running_and_the_backlog_show_the_effective_lease_and_heartbeat(queue: Q
     worker = _registered(queue, "pod-a")
     [covered] = _claim(queue, "pod-a", 1)
     [own] = _claim(queue, "pod-b", 1)  # no worker lease: its own row
-    queue.renew([covered.lease], worker=worker, now=at(50))
+    queue.renew([covered.lease], worker=worker, now=at(30))  # adopted: its row to 60 s
+    queue.renew([covered.lease], worker=worker, now=at(50))  # the worker's row to 80 s
     queue.heartbeat_many([own.lease], now=at(40))
     rows = {r.id: r for r in queue.running(now=at(60))}
     assert rows[covered.id].lease_remaining_seconds == pytest.approx(20.0)
@@ -426,7 +441,7 @@ def test_the_previous_version_with_jobs_in_every_state_gains_worker_leases(empty
             stopping = Lease(ids["stopping"], uuid.UUID("22222222-2222-2222-2222-222222222222"), "old-pod", 1)
             renewal = q.renew([held, stopping], worker=me)
             assert renewal.registered is True
-            # Claimed before the registration: renewed by their own rows, still fenced.
+            # Held across the upgrade, adopted by the worker lease: their holder passed their tokens.
             assert renewal.states == {held.job_id: LeaseState.HELD, stopping.job_id: LeaseState.CANCEL_REQUESTED}
             forged = Lease(ids["running"], uuid.uuid4(), "old-pod", 1)
             assert q.renew([forged], worker=me).states == {forged.job_id: LeaseState.LOST}

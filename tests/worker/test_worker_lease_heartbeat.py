@@ -1,6 +1,7 @@
 """The heartbeat thread on a worker lease (migration 0014), against a real database: it
-registers before the first claim, renews the jobs it covers with one row, and registers again
-when its registration is taken over or lost, losing no job meanwhile."""
+registers before the first claim, renews the jobs its lease covers (after adopting each once)
+with one row, and registers again when its registration is taken over or lost, losing no job
+meanwhile."""
 
 from __future__ import annotations
 
@@ -56,10 +57,14 @@ def test_covered_jobs_are_renewed_by_the_workers_row_alone(queue: Queue, heartbe
     for i in range(5):
         queue.enqueue("noop", {"i": i})
     jobs = [_hold(holdings, c) for c in queue.claim(OWNER, job_types=["noop"], limit=5)]
-    before = _rows(queue.dsn)
+    claimed = _rows(queue.dsn)
+    beat.beat()  # the first round adopts each job: its row renewed once
+    adopted = _rows(queue.dsn)
+    assert all(adopted[i][0] != claimed[i][0] for i in claimed)
     beat.beat()
-    assert _rows(queue.dsn) == before  # not one job row written
-    assert beat.rounds == 1 and not any(j.should_stop for j in jobs)
+    beat.beat()
+    assert _rows(queue.dsn) == adopted  # then not one job row written
+    assert beat.rounds == 3 and not any(j.should_stop for j in jobs)
     with psycopg.connect(queue.dsn) as conn:
         [(age,)] = conn.execute(
             "SELECT extract(epoch FROM now() - heartbeat_at) FROM pgwork.worker_leases WHERE owner = %s", (OWNER,)

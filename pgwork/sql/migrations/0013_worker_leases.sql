@@ -3,38 +3,49 @@
 -- Until this migration every heartbeat rewrote every row its worker held (a HOT update since
 -- version 4, still ~113 bytes of WAL a job a round): with 200 jobs running under 16 workers that
 -- was most of an idle queue's WAL. Here a worker registers once (pgwork.register_worker, which
--- hands it a secret) and its heartbeat renews one row of pgwork.worker_leases; the jobs the
--- registration *covers* live as long as that row is renewed, and their own rows are only read.
+-- hands it a secret) and its heartbeat renews one row of pgwork.worker_leases; the jobs that row
+-- *covers* live as long as it is renewed, and their own rows are only read.
 --
--- A job is covered by its worker's lease when
---     w.owner = j.lease_owner AND j.started_at >= w.registered_at
--- and its effective expiry is greatest(j.lease_expires_at, w.expires_at) (its effective heartbeat
--- likewise); uncovered, it is its own lease exactly as before. Every reader of expiry or heartbeat
--- age (the reaper, running_jobs and its view, backlog/queue_stats) uses the effective values.
+-- A job's attempt is covered once the worker *adopted* it: a heartbeat that presented the job's
+-- token together with the matching secret of the job's owner wrote jobs.worker_lease_token =
+-- lease_token (one write per attempt, the first renewal after the claim). So
+--     covered  <=>  w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
+-- and the job's effective expiry is greatest(j.lease_expires_at, w.expires_at) (its effective
+-- heartbeat likewise); uncovered, it is its own lease exactly as before. A new claim mints a new
+-- token, so no attempt inherits its predecessor's coverage. Every reader of expiry or heartbeat age
+-- (the reaper, running_jobs and its view, backlog/queue_stats, `pgwork job show`) uses the
+-- effective values.
+--
+-- Why adoption rather than "claimed after the registration" (j.started_at >= w.registered_at):
+-- under that rule a job claimed under the worker's name by another process (two workers started
+-- with one --name, or a role with the worker profile that registered the name first) would be kept
+-- alive by renewals that are not its holder's. Adoption needs the job's token: only the holder of
+-- a claim can put it under a worker lease, and only the holder of that lease's secret renews it.
 --
 -- What stays exactly as strong as before:
 --   * fencing is per claim: the heartbeat answers for each (job id, token) whether the token still
 --     holds the job; succeed, fail, release and checkpoint check the token as they always did.
---     The worker's secret only decides whether a row needs writing, never who may finish a job;
---   * a worker registering an owner name again (a restarted pod keeps its name; or a hostile role
---     with the worker profile using someone else's) gets a new secret and registered_at = now,
---     so the jobs claimed before then are covered no longer. Before the row is taken over, the
---     lease it had earned is written into those jobs' own rows (pgwork.settle_worker_lease), so a
---     takeover never shortens a lease either: the old jobs keep what they had, and then live only
---     if the holder of their tokens renews them row by row (the heartbeat does that for uncovered
---     jobs, so a worker whose registration was taken over loses nothing), or are reaped;
---   * a covered job the worker no longer lists (one it gave up when the database was unreachable,
---     or claimed under its name by another process) would otherwise live as long as the worker
---     does. The heartbeat looks for covered running jobs of its owner whose own lease lapsed and
---     that it did not pass; finding one, it settles the lease into the rows and restarts the
---     registration (registered_at = now): that job then expires with the lease it had, and the
---     worker's own jobs are renewed row by row until they finish (its later claims are covered).
+--     The secret only decides whether a row needs writing, never who may finish a job;
+--   * a worker registering an owner name again (a restarted pod keeps its name; or another role
+--     using someone else's) gets a new secret. Before the row is taken over, every job it covers is
+--     uncovered and the lease it had earned written into its own row (pgwork.settle_worker_lease),
+--     so a takeover never shortens a lease nor keeps the old process's jobs alive: they keep what
+--     they had, then live only if the holder of their tokens renews them (the heartbeat renews
+--     uncovered jobs row by row, so a worker whose registration was taken over loses nothing and
+--     registers again), or are reaped;
+--   * a covered job the worker no longer passes (one it gave up when the database was unreachable)
+--     would otherwise live as long as the worker does: each heartbeat uncovers, the same way, the
+--     covered jobs of its owner that it did not pass.
 -- Rows whose progress changed (it rides on the heartbeat since version 12) and uncovered rows are
--- renewed per row as before, so a worker that passes no owner (an older pgwork) keeps working.
+-- renewed per row as before, so a caller that passes no worker (an older pgwork) keeps working.
 --
 -- The reaper still reads only the jobs in flight (jobs_running_idx) and looks each one's worker
 -- up by primary key: its cost follows the fleet, not history. It also deletes worker rows expired
--- for over an hour that no running job names, so pod churn does not grow the table.
+-- for over an hour that no running job names, so pod churn does not grow the table. The new
+-- column is in no index, so adoption and every renewal stay HOT.
+
+-- No default: adding the column rewrites nothing; every row starts uncovered.
+ALTER TABLE pgwork.jobs ADD COLUMN worker_lease_token uuid;
 
 CREATE TABLE pgwork.worker_leases (
     owner         text        PRIMARY KEY,
@@ -46,18 +57,20 @@ CREATE TABLE pgwork.worker_leases (
 -- Only the schema owner reads it (through the functions below): the secret is the worker's.
 REVOKE ALL ON pgwork.worker_leases FROM PUBLIC;
 
--- settle_worker_lease: write the lease a registration earned into the rows it covers, before it
--- stops covering them (a takeover, a restart of the registration). No profile may call it (it
--- writes leases without a token); SECURITY DEFINER like every function that writes jobs.
+-- settle_worker_lease: uncover the jobs a registration covers, writing the lease it had earned
+-- into their own rows first (a takeover of the name; a job the worker stopped passing). No profile
+-- may call it (it writes leases without a token); SECURITY DEFINER like every function that writes
+-- jobs. `keep`: ids left covered (the jobs a heartbeat passed); NULL: none.
 CREATE FUNCTION pgwork.settle_worker_lease(
-    worker text, since timestamptz, earned timestamptz, beat timestamptz
+    worker text, earned timestamptz, beat timestamptz, keep bigint[]
 ) RETURNS void
 LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
     UPDATE pgwork.jobs AS j
-       SET lease_expires_at = greatest(j.lease_expires_at, earned),
+       SET worker_lease_token = NULL,
+           lease_expires_at = greatest(j.lease_expires_at, earned),
            heartbeat_at = greatest(j.heartbeat_at, beat)
-     WHERE j.status = 'running' AND j.lease_owner = worker AND j.started_at >= since
-       AND (j.lease_expires_at < earned OR j.heartbeat_at < beat);
+     WHERE j.status = 'running' AND j.lease_owner = worker AND j.worker_lease_token = j.lease_token
+       AND j.id <> ALL (coalesce(keep, ARRAY[]::bigint[]));
 $$;
 
 -- register_worker: the worker's secret for `owner`, inserted or taken over (new secret, new
@@ -82,7 +95,7 @@ BEGIN
     LOOP
         SELECT w.* INTO old FROM pgwork.worker_leases AS w WHERE w.owner = register_worker.owner FOR UPDATE;
         IF FOUND THEN
-            PERFORM pgwork.settle_worker_lease(old.owner, old.registered_at, old.expires_at, old.heartbeat_at);
+            PERFORM pgwork.settle_worker_lease(old.owner, old.expires_at, old.heartbeat_at, NULL);
             UPDATE pgwork.worker_leases AS w
                SET secret = fresh, registered_at = now_, heartbeat_at = now_,
                    expires_at = now_ + make_interval(secs => lease_seconds)
@@ -103,12 +116,14 @@ SELECT pgwork.add_profile_privilege(
     'worker', 'EXECUTE ON FUNCTION pgwork.register_worker(text, double precision, timestamptz)');
 
 -- heartbeat: version 12's, plus the worker's (owner, secret). When the secret matches, the
--- worker's row is renewed and the jobs it covers are answered from a read (no row written),
--- except those whose progress changed. Every other lease passed is renewed per row exactly as in
--- version 12. With a worker given, one more row comes back, with id NULL: lease_expires_at is the
--- worker lease's new expiry, or NULL when the secret did not match (register again). The job
--- rows' lease_expires_at is the effective expiry. Same result columns as version 12, so a call
--- with version 12's six arguments is answered as before.
+-- worker's row is renewed; the jobs it covers are answered from a read (no row written), except
+-- those whose progress changed; the other jobs of that owner passed with their tokens are renewed
+-- per row and adopted (covered from the next round on); the covered jobs not passed are uncovered.
+-- Every other lease passed is renewed per row exactly as in version 12. With a worker given, one
+-- more row comes back, with id NULL: lease_expires_at is the worker lease's new expiry, or NULL
+-- when the secret did not match (register again). The job rows' lease_expires_at is the effective
+-- expiry. Same result columns as version 12, so a call with version 12's six arguments is
+-- answered as before.
 SELECT pgwork.drop_profile_privilege(
     'worker',
     'EXECUTE ON FUNCTION pgwork.heartbeat(bigint[], uuid[], double precision, double precision[], text[], timestamptz)');
@@ -122,44 +137,35 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pgwork,
 DECLARE
     now_ timestamptz := CASE WHEN at IS NULL THEN now() ELSE pgwork.clock(at) END;
     until_ timestamptz := now_ + make_interval(secs => lease_seconds);
-    since timestamptz;  -- the registration's start when the secret matched; NULL: nothing is covered
+    mine text;  -- the owner whose worker lease this call renews; NULL: none (no worker, or a wrong secret)
     earned timestamptz;
     beat timestamptz;
 BEGIN
     IF heartbeat.worker IS NOT NULL AND heartbeat.secret IS NOT NULL THEN
-        SELECT w.registered_at, w.expires_at, w.heartbeat_at INTO since, earned, beat
+        SELECT w.owner, w.expires_at, w.heartbeat_at INTO mine, earned, beat
           FROM pgwork.worker_leases AS w
          WHERE w.owner = heartbeat.worker AND w.secret = heartbeat.secret
            FOR UPDATE;
-        -- A covered job whose own lease lapsed and that the worker did not pass is not the
-        -- worker's any more (given up, or claimed under its name elsewhere): stop covering it.
-        IF since IS NOT NULL AND EXISTS (
-            SELECT 1 FROM pgwork.jobs AS s
-             WHERE s.status = 'running' AND s.lease_owner = heartbeat.worker AND s.started_at >= since
-               AND s.lease_expires_at < now_ AND s.id <> ALL (coalesce(job_ids, ARRAY[]::bigint[]))
-        ) THEN
-            PERFORM pgwork.settle_worker_lease(heartbeat.worker, since, earned, beat);
-            since := now_;
+        IF mine IS NOT NULL THEN
+            -- Covered jobs the worker no longer passes are not its to keep alive.
+            PERFORM pgwork.settle_worker_lease(mine, earned, beat, job_ids);
+            UPDATE pgwork.worker_leases AS w SET heartbeat_at = now_, expires_at = until_ WHERE w.owner = mine;
         END IF;
-        IF since IS NOT NULL THEN
-            UPDATE pgwork.worker_leases AS w
-               SET registered_at = since, heartbeat_at = now_, expires_at = until_
-             WHERE w.owner = heartbeat.worker;
-        END IF;
-        RETURN QUERY SELECT NULL::bigint, false, CASE WHEN since IS NULL THEN NULL ELSE until_ END;
+        RETURN QUERY SELECT NULL::bigint, false, CASE WHEN mine IS NULL THEN NULL ELSE until_ END;
     END IF;
     -- Covered and no new progress: the worker's row renewed them; answer from the job rows.
     RETURN QUERY
     SELECT j.id, j.cancel_requested_at IS NOT NULL, greatest(j.lease_expires_at, until_)
       FROM unnest(job_ids, tokens, heartbeat.progress) AS u(id, token, fraction)
       JOIN pgwork.jobs AS j ON j.id = u.id AND j.lease_token = u.token AND j.status = 'running'
-     WHERE since IS NOT NULL AND j.lease_owner = heartbeat.worker AND j.started_at >= since
+     WHERE j.lease_owner = mine AND j.worker_lease_token = j.lease_token
        AND NOT coalesce(u.fraction >= 0 AND u.fraction <= 1, false);
-    -- Everything else: renewed per row, as version 12 did.
+    -- Everything else: renewed per row, as version 12 did, and adopted when the worker lease is ours.
     RETURN QUERY
     UPDATE pgwork.jobs AS j
        SET heartbeat_at = now_,
            lease_expires_at = until_,
+           worker_lease_token = CASE WHEN j.lease_owner = mine THEN j.lease_token ELSE j.worker_lease_token END,
            progress = coalesce(l.fraction, j.progress),
            progress_note = CASE WHEN l.fraction IS NULL THEN j.progress_note ELSE l.note END,
            progress_at = CASE WHEN l.fraction IS NULL
@@ -171,8 +177,8 @@ BEGIN
               FROM unnest(job_ids, tokens, heartbeat.progress, notes) AS u(id, token, fraction, note)
              WHERE u.id IS NOT NULL) AS l
      WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'running'
-       AND (since IS NULL OR j.lease_owner IS DISTINCT FROM heartbeat.worker OR j.started_at < since
-            OR l.fraction IS NOT NULL)
+       AND (mine IS NULL OR j.lease_owner IS DISTINCT FROM mine
+            OR j.worker_lease_token IS DISTINCT FROM j.lease_token OR l.fraction IS NOT NULL)
     RETURNING j.id, j.cancel_requested_at IS NOT NULL, j.lease_expires_at;
 END
 $$;
@@ -202,7 +208,7 @@ BEGIN
         SELECT r.id, greatest(r.lease_expires_at, w.expires_at) AS expired_at
           FROM pgwork.jobs AS r
           LEFT JOIN LATERAL (SELECT v.expires_at FROM pgwork.worker_leases AS v
-                              WHERE v.owner = r.lease_owner AND r.started_at >= v.registered_at
+                              WHERE v.owner = r.lease_owner AND r.worker_lease_token = r.lease_token
                              OFFSET 0) AS w ON true
          WHERE r.status = 'running' AND r.lease_expires_at < now_ AND (w.expires_at IS NULL OR w.expires_at < now_)
          ORDER BY 2
@@ -228,7 +234,7 @@ BEGIN
       FROM before AS b
      WHERE j.id = b.id AND j.status = 'running' AND j.lease_expires_at < now_
        AND coalesce((SELECT v.expires_at FROM pgwork.worker_leases AS v
-                      WHERE v.owner = j.lease_owner AND j.started_at >= v.registered_at), '-infinity') < now_
+                      WHERE v.owner = j.lease_owner AND j.worker_lease_token = j.lease_token), '-infinity') < now_
     RETURNING j.id, j.job_type, b.lease_owner, j.attempt_count, j.status::text,
               extract(epoch FROM now_ - b.expired_at)::double precision;
 
@@ -263,7 +269,7 @@ RETURNS TABLE (
            extract(epoch FROM at - j.progress_at)::double precision,
            extract(epoch FROM at - j.checkpoint_at)::double precision
       FROM pgwork.jobs AS j
-      LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.started_at >= w.registered_at
+      LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
      WHERE j.status = 'running'
      ORDER BY greatest(j.lease_expires_at, w.expires_at)
 $$;
@@ -285,7 +291,7 @@ BEGIN
     ), beats(t, beat) AS (
         SELECT j.job_type, greatest(j.heartbeat_at, w.heartbeat_at)
           FROM pgwork.jobs AS j
-          LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.started_at >= w.registered_at
+          LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
          WHERE j.status = 'running' AND (job_types IS NULL OR j.job_type = ANY (job_types))
     ), in_flight(t, n, oldest) AS (
         SELECT b.t, count(*), min(b.beat) FILTER (WHERE b.beat > '-infinity' AND b.beat < 'infinity')

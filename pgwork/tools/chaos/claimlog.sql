@@ -41,7 +41,7 @@ CREATE FUNCTION pgwork_chaos.record() RETURNS trigger LANGUAGE plpgsql
 DECLARE
     expiry timestamptz := greatest(OLD.lease_expires_at,
                                    (SELECT w.expires_at FROM pgwork.worker_leases AS w
-                                     WHERE w.owner = OLD.lease_owner AND OLD.started_at >= w.registered_at));
+                                     WHERE w.owner = OLD.lease_owner AND OLD.worker_lease_token = OLD.lease_token));
 BEGIN
     IF NEW.status = 'running' AND NEW.lease_token IS DISTINCT FROM OLD.lease_token THEN
         IF OLD.status = 'running' THEN

@@ -90,7 +90,7 @@ SELECT j.id, j.status::text AS status, j.lease_owner AS owner, j.attempt_count A
        (SELECT count(*) FROM pgwork.job_results AS r WHERE r.job_id = j.id) AS results
   FROM pgwork.jobs AS j
   LEFT JOIN pgwork.worker_leases AS w
-    ON j.status = 'running' AND w.owner = j.lease_owner AND j.started_at >= w.registered_at
+    ON j.status = 'running' AND w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
  ORDER BY j.id;
 
 -- name: orphans
@@ -99,7 +99,7 @@ SELECT j.id, j.lease_owner AS owner,
        round(extract(epoch FROM clock_timestamp() - greatest(j.lease_expires_at, w.expires_at))::numeric, 1)::float8
            AS overdue_s
   FROM pgwork.jobs AS j
-  LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.started_at >= w.registered_at
+  LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
  WHERE j.status = 'running' AND greatest(j.lease_expires_at, w.expires_at) < clock_timestamp()
  ORDER BY j.id;
 
