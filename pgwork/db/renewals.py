@@ -2,8 +2,9 @@
 lease it can ride on (migration 0014). Split from pgwork.db.queue only to keep modules small.
 
 A worker registers once (`register_worker`) and passes the `WorkerLease` with every renewal:
-the jobs that registration covers are then renewed by one row, whatever their number. Fencing
-is unchanged: the answer for each job still says whether *its token* holds it.
+the first renewal that passes a job's token adopts it, and from then on the jobs the worker lease
+covers are renewed by its one row, whatever their number. Fencing is unchanged: the answer for
+each job still says whether *its token* holds it.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ class Renewals(QueueBase):
         self, owner: str, *, lease_seconds: float = 30.0, now: datetime | None = None, conn: AnyConnection | None = None
     ) -> WorkerLease:
         """Register `owner` for a worker lease and return it with its new secret. Registering a
-        name that is registered already takes it over: the jobs claimed before now are covered no
-        longer (they keep the lease they had and live on only through their own tokens)."""
+        name that is registered already takes it over: the jobs the old registration covered are
+        covered no longer (they keep the lease they had and live on only through their own tokens)."""
         if not owner:
             raise InvalidArgument("owner", "is empty", "pass the worker's id, e.g. its pod name")
         if not check_seconds(lease_seconds, "lease_seconds") > 0:
@@ -65,9 +66,10 @@ class Renewals(QueueBase):
     ) -> Renewal:
         """Renew many leases in one statement; says for each job whether it is still held and,
         with `worker`, whether its registration is (False: register again; the jobs were renewed
-        row by row meanwhile, so none is lost). `progress` (by job id, checked by
-        pgwork.progress.check_progress) is stored with the renewal of the jobs it names, fenced by
-        the same tokens: no statement of its own."""
+        row by row meanwhile, so none is lost). With `worker`, the jobs of its owner passed here are
+        adopted (covered from the next renewal on) and its covered jobs not passed are uncovered.
+        `progress` (by job id, checked by pgwork.progress.check_progress) is stored with the
+        renewal of the jobs it names, fenced by the same tokens: no statement of its own."""
         check_seconds(lease_seconds, "lease_seconds")
         if not leases and worker is None:
             return Renewal({}, None)

@@ -5,11 +5,13 @@ lost; one that reports a cancellation request passes it on. Both reach the handl
 `Job`, and the runner then never writes the effect. If the database is unreachable, a job whose
 lease has lapsed by our own clock is treated as lost too: the reaper may have handed it on.
 
-The worker registers a worker lease before its first claim (migration 0014) and passes it with
-every renewal, so the jobs it claimed since are renewed by one row, not one row each. When the
-answer says the registration is no longer ours (taken over under the same name, or deleted
-after the database was unreachable for long), the worker registers again: the jobs claimed
-before then are renewed row by row by the same statement, so none is lost meanwhile.
+The worker registers a worker lease as it starts (migration 0014) and passes it with every
+renewal: the first renewal after a claim adopts the job (its row written once), and from then on
+all its jobs are renewed by the worker lease's one row, not one row each. When the answer says
+the registration is no longer ours (taken over under the same name, or deleted after the
+database was unreachable for long), the worker registers again: its jobs are renewed row by row
+by that same statement and adopted again by the next, so none is lost meanwhile. A job given up
+here (lease lapsed by our clock) is no longer passed, and the database stops covering it.
 """
 
 from __future__ import annotations
@@ -65,8 +67,7 @@ class Heartbeat(threading.Thread):
         self._stop_event.set()
 
     def start(self) -> None:
-        # Registered before the thread (and so before the first claim, which the runtime makes
-        # after this): jobs claimed before a registration are never covered by it.
+        # Registered before the thread, so the first round already adopts the first claims.
         self.register()
         super().start()
 
@@ -140,8 +141,8 @@ class Heartbeat(threading.Thread):
         held = [h for h in self._holdings.snapshot() if h.state in _RENEWED and not h.job.lease_lost]
         # Progress reported since the last round rides on this renewal (no statement of its own).
         progress = {h.claimed.id: p for h in held if (p := h.job.take_progress()) is not None}
-        # An idle worker sends nothing: its worker lease lapses and is renewed with the next job
-        # (claimed after the registration, so covered again at once).
+        # An idle worker sends nothing: its worker lease lapses, and the next job's first renewal
+        # renews it again (and adopts that job).
         if held and self._worker is None:
             self.register()
         worker = self._worker if held else None

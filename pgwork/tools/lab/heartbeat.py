@@ -11,8 +11,9 @@ round wrote is read from pg_current_wal_lsn(). The same renewals run under four 
 - `lease per worker`: the shape procrastinate uses, one row per worker renewed, whatever it holds
   (the baseline: it keeps no per-job expiry, which pgwork's fencing needs);
 - `worker lease`: what pgwork does since migration 14, at the table's fillfactor: each worker
-  registers before it claims and its heartbeat passes its secret with its leases, so one row is
-  renewed for all the jobs it covers, and each job's token is still checked (a read, no write).
+  registers before it claims and its heartbeat passes its secret with its leases; the round after
+  the checkpoint adopts every job (one write each, once), and the steady rounds renew one row per
+  worker for all the jobs it covers, each job's token still checked (a read, no write).
 
 The first round after a CHECKPOINT pays a full-page image for each page it touches; it is
 reported on its own, the steady rounds after it as the median. On a server other clients write
@@ -73,7 +74,7 @@ def _prepare(
     registrations = {}
     for w in range(workers):
         owner = f"lab-hb-{w + 1}"
-        if design == WORKER_LEASE:  # as the worker does: registered before its first claim
+        if design == WORKER_LEASE:  # as the worker does: registered as it starts
             registrations[owner] = lab.queue.register_worker(owner, lease_seconds=300)
         claimed = lab.queue.claim(owner, job_types=[JOB_TYPE], limit=per_worker, lease=300)
         leases[owner] = [c.lease for c in claimed]
