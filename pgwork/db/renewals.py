@@ -1,5 +1,5 @@
 """The Queue's lease renewals: the heartbeat of many leases in one statement and the worker
-lease it can ride on (migration 0014). Split from pgwork.db.queue only to keep modules small.
+lease it can ride on (migration 0015). Split from pgwork.db.queue only to keep modules small.
 
 A worker registers once (`register_worker`) and passes the `WorkerLease` with every renewal:
 the first renewal that passes a job's token adopts it, and from then on the jobs the worker lease

@@ -129,7 +129,7 @@ class ClaimRow:
 
 @dataclass(frozen=True)
 class HeartbeatRow:
-    id: int | None  # None: the worker lease's own row (migration 0014)
+    id: int | None  # None: the worker lease's own row (migration 0015)
     cancel_requested: bool
     lease_expires_at: datetime | None
 

@@ -5,7 +5,7 @@ lost; one that reports a cancellation request passes it on. Both reach the handl
 `Job`, and the runner then never writes the effect. If the database is unreachable, a job whose
 lease has lapsed by our own clock is treated as lost too: the reaper may have handed it on.
 
-The worker registers a worker lease as it starts (migration 0014) and passes it with every
+The worker registers a worker lease as it starts (migration 0015) and passes it with every
 renewal: the first renewal after a claim adopts the job (its row written once), and from then on
 all its jobs are renewed by the worker lease's one row, not one row each. When the answer says
 the registration is no longer ours (taken over under the same name, or deleted after the

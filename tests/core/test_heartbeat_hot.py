@@ -25,7 +25,7 @@ SELECT pg_stat_get_xact_tuples_updated('pgwork.jobs'::regclass),
 """
 
 # What a heartbeat writes: the lease's renewal, (migration 0012) the progress it carries and
-# (migration 0014) the adoption of a job by its worker's lease.
+# (migration 0015) the adoption of a job by its worker's lease.
 # The checkpoint is written by its own statement, but on the same running rows: kept HOT too.
 HEARTBEAT_COLUMNS = """
 SELECT DISTINCT a.attname

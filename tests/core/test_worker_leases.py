@@ -1,4 +1,4 @@
-"""A lease renewed per worker (migration 0014): one row renewed for all the jobs a registration
+"""A lease renewed per worker (migration 0015): one row renewed for all the jobs a registration
 covers, the reaper and the readers on the effective expiry, and fencing exactly as strong as
 the per-claim token made it. Times are passed (`now`), never slept; on the real PostgreSQL."""
 

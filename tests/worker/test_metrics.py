@@ -161,7 +161,7 @@ def test_heartbeat_age_follows_renewals_and_grows_when_they_are_blocked(
         ages.append(age())
         time.sleep(0.1)
     assert 0 <= max(ages) < 1.0, ages
-    # A transaction holding the rows a renewal writes (the job's, and since migration 14 the
+    # A transaction holding the rows a renewal writes (the job's, and since migration 15 the
     # worker lease's, which alone renews a covered job) blocks it: the age grows past the interval.
     with psycopg.connect(dsn) as conn:
         conn.execute("select 1 from pgwork.jobs where id = %s for update", (job_id,))

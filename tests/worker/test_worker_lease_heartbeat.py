@@ -1,4 +1,4 @@
-"""The heartbeat thread on a worker lease (migration 0014), against a real database: it
+"""The heartbeat thread on a worker lease (migration 0015), against a real database: it
 registers before the first claim, renews the jobs its lease covers (after adopting each once)
 with one row, and registers again when its registration is taken over or lost, losing no job
 meanwhile."""

@@ -34,7 +34,7 @@ CREATE TABLE pgwork_chaos.faults (
 );
 
 -- SECURITY DEFINER: workers run as a least-privilege role that has no rights on this schema.
--- The expiry recorded at a lease's end is the effective one (migration 14): the job's own, or
+-- The expiry recorded at a lease's end is the effective one (migration 15): the job's own, or
 -- its worker's lease while that registration covers the job.
 CREATE FUNCTION pgwork_chaos.record() RETURNS trigger LANGUAGE plpgsql
     SECURITY DEFINER SET search_path = pg_catalog, pgwork_chaos AS $$

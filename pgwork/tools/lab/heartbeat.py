@@ -10,7 +10,7 @@ round wrote is read from pg_current_wal_lsn(). The same renewals run under four 
   the table's fillfactor and at 50, which leaves a page room for a second version of every row;
 - `lease per worker`: the shape procrastinate uses, one row per worker renewed, whatever it holds
   (the baseline: it keeps no per-job expiry, which pgwork's fencing needs);
-- `worker lease`: what pgwork does since migration 14, at the table's fillfactor: each worker
+- `worker lease`: what pgwork does since migration 15, at the table's fillfactor: each worker
   registers before it claims and its heartbeat passes its secret with its leases; the round after
   the checkpoint adopts every job (one write each, once), and the steady rounds renew one row per
   worker for all the jobs it covers, each job's token still checked (a read, no write).

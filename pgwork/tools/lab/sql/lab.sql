@@ -81,7 +81,7 @@ DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pendin
 
 -- name: crash_rows
 -- The lab's view of each job during the crash timeline: the effective lease and heartbeat (the
--- job's own, or its worker's lease while that registration covers it: migration 14).
+-- job's own, or its worker's lease while that registration covers it: migration 15).
 SELECT j.id, j.status::text AS status, j.lease_owner AS owner, j.attempt_count AS attempt,
        round(extract(epoch FROM greatest(j.lease_expires_at, w.expires_at) - clock_timestamp())::numeric, 1)::float8
            AS lease_left_s,
