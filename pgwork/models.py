@@ -70,6 +70,24 @@ class LeaseState(enum.Enum):
     LOST = "lost"
 
 
+@dataclass(frozen=True)
+class WorkerLease:
+    """A worker's registration (pgwork.register_worker): its owner name and the secret that
+    renews it. The secret is the worker's alone: never shown (repr) or logged."""
+
+    owner: str
+    secret: uuid.UUID = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """What one heartbeat answered: each lease's state, and whether the worker lease passed with
+    it still holds (None: none was passed; False: its secret no longer matches, register again)."""
+
+    states: dict[int, LeaseState]
+    registered: bool | None
+
+
 class Completion(enum.Enum):
     """What a fenced success did."""
 

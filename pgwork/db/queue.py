@@ -23,12 +23,12 @@ from pgwork.db.checkpoints import Checkpoints
 from pgwork.db.connect import AnyConnection
 from pgwork.db.limits import Limits
 from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
+from pgwork.db.renewals import Renewals
 from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
     CancelRow,
     ClaimRow,
     FailRow,
-    HeartbeatRow,
     IdRow,
     PruneBatchRow,
     SucceedManyRow,
@@ -60,7 +60,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches, Limits, Checkpoints):
+class Queue(Batches, Limits, Checkpoints, Renewals):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write
@@ -172,30 +172,9 @@ class Queue(Batches, Limits, Checkpoints):
     ) -> dict[int, LeaseState]:
         """Renew many leases in one statement; says for each job whether it is still held.
         `progress` (by job id, checked by pgwork.progress.check_progress) is stored with the
-        renewal of the jobs it names, fenced by the same tokens: no statement of its own."""
-        check_seconds(lease_seconds, "lease_seconds")
-        if not leases:
-            return {}
-        reported = [progress.get(lease.job_id) if progress else None for lease in leases]
-        params = {
-            "ids": [lease.job_id for lease in leases],
-            "tokens": [lease.token for lease in leases],
-            "lease": float(lease_seconds),
-            "progress": [p.fraction if p else None for p in reported] if progress else None,
-            "notes": [p.note if p else None for p in reported] if progress else None,
-            "now": now,
-        }
-        rows = self._many("heartbeat", params, HeartbeatRow, conn)
-        held = {r.id: r.cancel_requested for r in rows}
-        states = {}
-        for lease in leases:
-            if lease.job_id not in held:
-                states[lease.job_id] = LeaseState.LOST
-            elif held[lease.job_id]:
-                states[lease.job_id] = LeaseState.CANCEL_REQUESTED
-            else:
-                states[lease.job_id] = LeaseState.HELD
-        return states
+        renewal of the jobs it names, fenced by the same tokens: no statement of its own.
+        (`renew` does the same riding on a worker lease.)"""
+        return self.renew(leases, lease_seconds=lease_seconds, now=now, conn=conn, progress=progress).states
 
     def succeed(
         self, lease: Lease, result: Any, *, conn: AnyConnection | None = None, now: datetime | None = None

@@ -129,9 +129,9 @@ class ClaimRow:
 
 @dataclass(frozen=True)
 class HeartbeatRow:
-    id: int
+    id: int | None  # None: the worker lease's own row (migration 0015)
     cancel_requested: bool
-    lease_expires_at: datetime
+    lease_expires_at: datetime | None
 
 
 @dataclass(frozen=True)

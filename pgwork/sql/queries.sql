@@ -62,8 +62,14 @@ SELECT * FROM pgwork.claim(%(owner)s::text, %(job_types)s::text[], %(limit)s::in
 
 -- name: heartbeat :many
 -- progress[i] and notes[i] go with ids[i]: NULL where a job reported no new progress (migration 0012).
+-- With a worker and its secret (the worker lease), the jobs that registration covers are renewed
+-- by one row and a row with id NULL says whether it still holds (lease_expires_at NULL: it does not).
 SELECT * FROM pgwork.heartbeat(%(ids)s::bigint[], %(tokens)s::uuid[], %(lease)s::float8, %(progress)s::float8[],
-                               %(notes)s::text[], %(now)s::timestamptz);
+                               %(notes)s::text[], %(now)s::timestamptz, %(worker)s::text, %(secret)s::uuid);
+
+-- name: register_worker :scalar
+-- The worker lease's secret for this owner, a new one each time (a takeover of the name included).
+SELECT pgwork.register_worker(%(owner)s::text, %(lease)s::float8, %(now)s::timestamptz) AS secret;
 
 -- name: checkpoint :one
 SELECT * FROM pgwork.checkpoint(%(id)s::bigint, %(token)s::uuid, %(state)s::jsonb, %(now)s::timestamptz);
@@ -108,10 +114,16 @@ SELECT p.prosrc FROM pg_catalog.pg_proc AS p
 -- name: get_job :one
 SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.attempt_count,
        j.max_attempts, j.created_at, j.available_at, j.started_at, j.completed_at,
-       j.lease_owner, j.lease_token, j.lease_expires_at, j.heartbeat_at, j.cancel_requested_at,
+       j.lease_owner, j.lease_token,
+       -- The effective lease: the job's own, or its worker's while that registration covers it.
+       greatest(j.lease_expires_at, w.expires_at) AS lease_expires_at,
+       greatest(j.heartbeat_at, w.heartbeat_at) AS heartbeat_at, j.cancel_requested_at,
        j.last_error, j.idempotency_key, j.trace_context, j.timeout_seconds,
        j.progress, j.progress_note, j.progress_at, j.checkpoint, j.checkpoint_at
-  FROM pgwork.jobs AS j WHERE j.id = %(id)s;
+  FROM pgwork.jobs AS j
+  LEFT JOIN pgwork.worker_leases AS w
+    ON j.status = 'running' AND w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
+ WHERE j.id = %(id)s;
 
 -- name: get_result :one
 SELECT r.idempotency_key, r.job_id, r.job_type, r.produced_by, r.produced_at, r.result

@@ -4,6 +4,14 @@ Runs outside any transaction (autocommit). A renewal that matches no row means t
 lost; one that reports a cancellation request passes it on. Both reach the handler through its
 `Job`, and the runner then never writes the effect. If the database is unreachable, a job whose
 lease has lapsed by our own clock is treated as lost too: the reaper may have handed it on.
+
+The worker registers a worker lease as it starts (migration 0015) and passes it with every
+renewal: the first renewal after a claim adopts the job (its row written once), and from then on
+all its jobs are renewed by the worker lease's one row, not one row each. When the answer says
+the registration is no longer ours (taken over under the same name, or deleted after the
+database was unreachable for long), the worker registers again: its jobs are renewed row by row
+by that same statement and adopted again by the next, so none is lost meanwhile. A job given up
+here (lease lapsed by our clock) is no longer passed, and the database stops covering it.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ import psycopg
 
 from pgwork.db import AnyConnection, Queue, connect
 from pgwork.errors import PgworkError
-from pgwork.models import LeaseState
+from pgwork.models import Lease, LeaseState, Renewal, WorkerLease
+from pgwork.progress import Progress
 from pgwork.worker.holdings import HeldState, Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.registry import StopReason
@@ -38,9 +47,13 @@ class Heartbeat(threading.Thread):
         interval: float,
         lease: float,
         prepare: bool = True,
+        owner: str | None = None,
     ) -> None:
         super().__init__(name="pgwork-heartbeat", daemon=True)
         self._queue = queue
+        # The worker lease's owner (the worker id its claims carry); None: renew row by row only.
+        self._owner = owner
+        self._worker: WorkerLease | None = None
         self._holdings = holdings
         self._metrics = metrics
         self.interval = interval
@@ -52,6 +65,36 @@ class Heartbeat(threading.Thread):
 
     def stop(self) -> None:
         self._stop_event.set()
+
+    def start(self) -> None:
+        # Registered before the thread, so the first round already adopts the first claims.
+        self.register()
+        super().start()
+
+    @property
+    def registered(self) -> bool:
+        return self._worker is not None
+
+    def register(self) -> bool:
+        """Register (again) for a worker lease, on the heartbeat's connection. False when the
+        database cannot be reached: the next round tries again, and the jobs held meanwhile are
+        renewed row by row."""
+        if self._owner is None:
+            return False
+        try:
+            self._worker = self._queue.register_worker(self._owner, lease_seconds=self.lease, conn=self._connection())
+        except (*TRANSIENT, PgworkError) as exc:
+            self._close()
+            self._worker = None
+            log.warning("worker lease not registered (%s); will retry", str(exc).strip().splitlines()[0])
+            return False
+        except psycopg.Error as exc:
+            # Not a passing fault (e.g. a role without the privilege): renew row by row, as
+            # before worker leases, rather than stop the worker or retry every round.
+            self._owner = self._worker = None
+            log.warning("worker lease refused (%s); renewing each job's lease", str(exc).strip().splitlines()[0])
+            return False
+        return True
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
@@ -74,6 +117,23 @@ class Heartbeat(threading.Thread):
                 self._conn.close()
             self._conn = None
 
+    def _send(self, leases: list[Lease], worker: WorkerLease | None, progress: dict[int, Progress]) -> Renewal:
+        """One renewal. A connection that was open before fails at once when the server dropped
+        it (a restart, a failover, a terminated backend): then one retry on a new connection, so
+        a dropped session costs no interval of the lease. A renewal is safe to repeat."""
+        reused = self._conn is not None and not self._conn.closed
+        try:
+            return self._queue.renew(
+                leases, lease_seconds=self.lease, worker=worker, conn=self._connection(), progress=progress
+            )
+        except TRANSIENT:
+            if not reused:
+                raise
+            self._close()
+        return self._queue.renew(
+            leases, lease_seconds=self.lease, worker=worker, conn=self._connection(), progress=progress
+        )
+
     def beat(self) -> None:
         # Finishing jobs are renewed too: their outcome may wait for a batched write (or for the
         # database to come back). Their row may be changing state, so a "lost" answer for them is
@@ -81,12 +141,14 @@ class Heartbeat(threading.Thread):
         held = [h for h in self._holdings.snapshot() if h.state in _RENEWED and not h.job.lease_lost]
         # Progress reported since the last round rides on this renewal (no statement of its own).
         progress = {h.claimed.id: p for h in held if (p := h.job.take_progress()) is not None}
+        # An idle worker sends nothing: its worker lease lapses, and the next job's first renewal
+        # renews it again (and adopts that job).
+        if held and self._worker is None:
+            self.register()
+        worker = self._worker if held else None
         sent = time.monotonic()
         try:
-            conn = self._connection()
-            states = self._queue.heartbeat_many(
-                [h.lease for h in held], lease_seconds=self.lease, conn=conn, progress=progress
-            )
+            renewal = self._send([h.lease for h in held], worker, progress)
         except (*TRANSIENT, PgworkError) as exc:
             for h in held:
                 if h.claimed.id in progress:
@@ -103,6 +165,11 @@ class Heartbeat(threading.Thread):
             return
         self.rounds += 1
         self._metrics.heartbeat_ok()
+        states = renewal.states
+        if renewal.registered is False:  # taken over, or deleted by the reaper while unreachable
+            log.info("worker lease of %s is no longer this worker's; registering again", self._owner)
+            self._worker = None
+            self.register()
         for h in held:
             if h.state not in _RENEWED:
                 continue  # released while the renewal was in flight

@@ -121,7 +121,13 @@ class Worker:
         self._grace_ends: float | None = None  # monotonic; set by the first stop request
         self._shutdown_deadline: float | None = None  # grace_ends + RELEASE_SECONDS
         self._heartbeat = Heartbeat(
-            queue, self.holdings, self.metrics, interval=options.heartbeat, lease=options.lease, prepare=prepare
+            queue,
+            self.holdings,
+            self.metrics,
+            interval=options.heartbeat,
+            lease=options.lease,
+            prepare=prepare,
+            owner=options.worker_id,
         )
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
         # The main loop and the finisher (whose write can carry the next claim) take turns.

@@ -24,7 +24,8 @@ SELECT pg_stat_get_xact_tuples_updated('pgwork.jobs'::regclass),
        pg_stat_get_xact_tuples_hot_updated('pgwork.jobs'::regclass)
 """
 
-# What a heartbeat writes: the lease's renewal and (migration 0012) the progress it carries.
+# What a heartbeat writes: the lease's renewal, (migration 0012) the progress it carries and
+# (migration 0015) the adoption of a job by its worker's lease.
 # The checkpoint is written by its own statement, but on the same running rows: kept HOT too.
 HEARTBEAT_COLUMNS = """
 SELECT DISTINCT a.attname
@@ -32,13 +33,13 @@ SELECT DISTINCT a.attname
   JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
  WHERE i.indrelid = 'pgwork.jobs'::regclass
    AND a.attname IN ('heartbeat_at', 'lease_expires_at', 'progress', 'progress_note', 'progress_at',
-                     'checkpoint', 'checkpoint_at')
+                     'checkpoint', 'checkpoint_at', 'worker_lease_token')
 UNION
 SELECT 'predicate or expression of ' || c.relname
   FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
  WHERE i.indrelid = 'pgwork.jobs'::regclass
-   AND (pg_get_expr(i.indpred, i.indrelid) ~ '(heartbeat_at|lease_expires_at|progress|checkpoint)'
-        OR pg_get_expr(i.indexprs, i.indrelid) ~ '(heartbeat_at|lease_expires_at|progress|checkpoint)')
+   AND (pg_get_expr(i.indpred, i.indrelid) ~ '(heartbeat_at|lease_expires_at|progress|checkpoint|worker_lease)'
+        OR pg_get_expr(i.indexprs, i.indrelid) ~ '(heartbeat_at|lease_expires_at|progress|checkpoint|worker_lease)')
 """
 
 

@@ -96,6 +96,9 @@ def test_quick_bench_checks_pgworks_facts_and_writes_csv_markdown_and_plots(admi
         d: int(figure("heartbeat", d, "50 running", "WAL per round")) for d in ("lease index, ff 85", "HOT, ff 85")
     }
     assert steady["HOT, ff 85"] < steady["lease index, ff 85"], steady
+    # The worker lease (migration 15) renews one row per worker: not one job row written while every job
+    # is covered (a count of row versions, which other clients of a shared server cannot blur as they blur WAL).
+    assert float(figure("heartbeat", "worker lease", "50 running", "job rows written per round")) == 0
     assert figure("heartbeat", "lease index, ff 85", "50 running", "HOT renewals") in ("0", "0.0")
     # Bulk enqueue: every path loaded every job pending and unclaimed (the run's exit code says so); each
     # path has its rate beside the raw COPY's. Prune: every old row deleted, both ways.

@@ -424,6 +424,8 @@ def test_a_heartbeat_blocked_by_a_row_lock_fires_while_the_worker_still_answers(
     job_id = long_job(stack, "locked", "locked-w")
     with psycopg.connect(dsn) as conn:
         conn.execute("select 1 from pgwork.jobs where id = %s for update", (job_id,))
+        # Since migration 15 a covered job is renewed by its worker's row alone: hold that too.
+        conn.execute("select 1 from pgwork.worker_leases for update")
         since = time.time()
         stack.firing("PgworkWorkerHeartbeatStale", "locked-w", since)
         stack.firing("PgworkHeartbeatStale", "locked", since)

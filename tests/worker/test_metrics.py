@@ -161,9 +161,11 @@ def test_heartbeat_age_follows_renewals_and_grows_when_they_are_blocked(
         ages.append(age())
         time.sleep(0.1)
     assert 0 <= max(ages) < 1.0, ages
-    # A transaction holding the job's row blocks the renewal: the age grows past the interval.
+    # A transaction holding the rows a renewal writes (the job's, and since migration 15 the
+    # worker lease's, which alone renews a covered job) blocks it: the age grows past the interval.
     with psycopg.connect(dsn) as conn:
         conn.execute("select 1 from pgwork.jobs where id = %s for update", (job_id,))
+        conn.execute("select 1 from pgwork.worker_leases for update")
         grown = wait_for(lambda: (a := age()) > 2.0 and a, 10, interval=0.1, what="the heartbeat age growing")
         assert grown < 10
     # Lock released: the blocked renewal lands and the age drops back.

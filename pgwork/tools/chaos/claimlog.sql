@@ -34,15 +34,21 @@ CREATE TABLE pgwork_chaos.faults (
 );
 
 -- SECURITY DEFINER: workers run as a least-privilege role that has no rights on this schema.
+-- The expiry recorded at a lease's end is the effective one (migration 15): the job's own, or
+-- its worker's lease while that registration covers the job.
 CREATE FUNCTION pgwork_chaos.record() RETURNS trigger LANGUAGE plpgsql
     SECURITY DEFINER SET search_path = pg_catalog, pgwork_chaos AS $$
+DECLARE
+    expiry timestamptz := greatest(OLD.lease_expires_at,
+                                   (SELECT w.expires_at FROM pgwork.worker_leases AS w
+                                     WHERE w.owner = OLD.lease_owner AND OLD.worker_lease_token = OLD.lease_token));
 BEGIN
     IF NEW.status = 'running' AND NEW.lease_token IS DISTINCT FROM OLD.lease_token THEN
         IF OLD.status = 'running' THEN
             -- Never expected: a claim taking a row another lease still held.
             INSERT INTO pgwork_chaos.events (job_id, kind, owner, token, attempt, new_status, lease_expires_at, writer)
             VALUES (OLD.id, 'end', OLD.lease_owner, OLD.lease_token, OLD.attempt_count, 'stolen',
-                    OLD.lease_expires_at, current_setting('application_name'));
+                    expiry, current_setting('application_name'));
         END IF;
         INSERT INTO pgwork_chaos.events (job_id, kind, owner, token, attempt, new_status, lease_expires_at, writer)
         VALUES (NEW.id, 'claim', NEW.lease_owner, NEW.lease_token, NEW.attempt_count, NEW.status::text,
@@ -50,7 +56,7 @@ BEGIN
     ELSIF OLD.status = 'running' AND NEW.status <> 'running' THEN
         INSERT INTO pgwork_chaos.events (job_id, kind, owner, token, attempt, new_status, lease_expires_at, writer)
         VALUES (OLD.id, 'end', OLD.lease_owner, OLD.lease_token, OLD.attempt_count, NEW.status::text,
-                OLD.lease_expires_at, current_setting('application_name'));
+                expiry, current_setting('application_name'));
     END IF;
     RETURN NULL;
 END

@@ -347,8 +347,11 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
         "`pg_current_wal_lsn()`. `lease index, ff 85` is schema 3 (an index on `lease_expires_at`, so no "
         "renewal could be a HOT update); `HOT` is schema 4 (no index holds a column a heartbeat writes) at "
         "fillfactor 85 and 50; `lease per worker` renews one row per worker, as procrastinate does (it keeps "
-        "no per-job expiry). The round after a CHECKPOINT writes a full-page image per touched page; it is "
-        "shown apart from the steady rounds (median).",
+        "no per-job expiry); `worker lease` is pgwork since migration 15 (each worker registered before it "
+        "claims, its heartbeat passing its secret: one row renewed per worker, every job's token still "
+        "checked by a read; `job rows written` counts the job rows the renewals wrote). The round after a "
+        "CHECKPOINT writes a full-page image per touched page; it is shown apart from the steady rounds "
+        "(median). WAL is the server's: run it on the embedded server (no --dsn) when other clients share it.",
         ("design", "jobs"),
     )
 

@@ -80,20 +80,27 @@ DROP INDEX pgwork.jobs_claim_full_idx;
 DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pending_due_idx, pgwork.jobs_retrying_idx;
 
 -- name: crash_rows
--- The lab's view of each job during the crash timeline.
+-- The lab's view of each job during the crash timeline: the effective lease and heartbeat (the
+-- job's own, or its worker's lease while that registration covers it: migration 15).
 SELECT j.id, j.status::text AS status, j.lease_owner AS owner, j.attempt_count AS attempt,
-       round(extract(epoch FROM j.lease_expires_at - clock_timestamp())::numeric, 1)::float8 AS lease_left_s,
-       round(extract(epoch FROM clock_timestamp() - j.heartbeat_at)::numeric, 1)::float8 AS heartbeat_age_s,
+       round(extract(epoch FROM greatest(j.lease_expires_at, w.expires_at) - clock_timestamp())::numeric, 1)::float8
+           AS lease_left_s,
+       round(extract(epoch FROM clock_timestamp() - greatest(j.heartbeat_at, w.heartbeat_at))::numeric, 1)::float8
+           AS heartbeat_age_s,
        (SELECT count(*) FROM pgwork.job_results AS r WHERE r.job_id = j.id) AS results
   FROM pgwork.jobs AS j
+  LEFT JOIN pgwork.worker_leases AS w
+    ON j.status = 'running' AND w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
  ORDER BY j.id;
 
 -- name: orphans
--- Orphan detection is a predicate: running, lease lapsed.
+-- Orphan detection is a predicate: running, effective lease lapsed.
 SELECT j.id, j.lease_owner AS owner,
-       round(extract(epoch FROM clock_timestamp() - j.lease_expires_at)::numeric, 1)::float8 AS overdue_s
+       round(extract(epoch FROM clock_timestamp() - greatest(j.lease_expires_at, w.expires_at))::numeric, 1)::float8
+           AS overdue_s
   FROM pgwork.jobs AS j
- WHERE j.status = 'running' AND j.lease_expires_at < clock_timestamp()
+  LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
+ WHERE j.status = 'running' AND greatest(j.lease_expires_at, w.expires_at) < clock_timestamp()
  ORDER BY j.id;
 
 -- name: server_version
@@ -188,6 +195,14 @@ SELECT pg_current_wal_lsn()::text AS lsn;
 
 -- name: wal_since
 SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %(lsn)s::pg_lsn)::bigint AS bytes;
+
+-- name: next_xid
+-- The id the next transaction will get (32-bit, as xmin holds it): rows written after this have xmin >= it.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint %% 4294967296 AS xid;
+
+-- name: running_rows_written_since
+-- Running job rows whose current version was written at or after `xid` (a lab run is far from wraparound).
+SELECT count(*) AS rows FROM pgwork.jobs WHERE status = 'running' AND xmin::text::bigint >= %(xid)s;
 
 -- name: xact_updates
 SELECT pg_stat_get_xact_tuples_updated('pgwork.jobs'::regclass) AS updated,
