@@ -17,8 +17,15 @@ import pgwork
 from pgwork import Job, PermanentError
 
 
+def _mark_started(job: Job) -> None:
+    """A test that must know the handler runs (not only that its job was claimed) names a file."""
+    if marker := job.payload.get("started_file"):
+        Path(marker).write_text(str(job.attempt))
+
+
 @pgwork.handler("sleep")
 def sleep(job: Job) -> dict[str, Any]:
+    _mark_started(job)
     seconds = float(job.payload.get("seconds", 0))
     if job.payload.get("busy"):
         # Ignores stop requests, like a handler stuck in a library call.
@@ -125,6 +132,7 @@ def _leave() -> None:
 
 @pgwork.handler("async-sleep")
 async def async_sleep(job: Job) -> dict[str, Any]:
+    _mark_started(job)
     seconds = float(job.payload.get("seconds", 0))
     if job.payload.get("busy"):
         # Ignores stop requests: swallows every cancellation and goes on waiting.

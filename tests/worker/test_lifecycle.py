@@ -54,10 +54,13 @@ def test_sigkill_mid_job_lease_expires_reaper_hands_it_on(queue: Queue, spawn_wo
 
 @pytest.mark.slow
 def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(
-    queue: Queue, spawn_worker: Spawn, kind: Kind
+    queue: Queue, spawn_worker: Spawn, kind: Kind, tmp_path: Path
 ) -> None:
+    stuck_started = tmp_path / "stuck-started"
     short = queue.enqueue(kind.t("sleep"), {"seconds": 1.0, "n": 1}, priority=1)
-    stuck = queue.enqueue(kind.t("sleep"), {"seconds": 60, "busy": True, "n": 2}, priority=2)
+    stuck = queue.enqueue(
+        kind.t("sleep"), {"seconds": 60, "busy": True, "n": 2, "started_file": str(stuck_started)}, priority=2
+    )
     unstarted = queue.enqueue(kind.t("sleep"), {"seconds": 0, "n": 3}, priority=3)
     w = spawn_worker("--concurrency", "2", "--batch", "3", "--grace", "2s")
     wait_for(
@@ -65,6 +68,8 @@ def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(
         20,
         what="all three claimed",
     )
+    # The stuck job must be running (not only claimed) for the grace to be what ends it.
+    wait_for(stuck_started.exists, 20, what="the stuck handler to start")
     started = time.monotonic()
     w.signal(signal.SIGTERM)
     assert w.wait(15) == 0
@@ -84,16 +89,20 @@ def test_sigterm_drains_then_releases_and_leaves_nothing_for_the_reaper(
 
 
 @pytest.mark.slow
-def test_second_signal_releases_at_once(queue: Queue, spawn_worker: Spawn, kind: Kind) -> None:
-    stuck = queue.enqueue(kind.t("sleep"), {"seconds": 60, "busy": True})
+def test_second_signal_releases_at_once(queue: Queue, spawn_worker: Spawn, kind: Kind, tmp_path: Path) -> None:
+    started_file = tmp_path / "stuck-started"
+    stuck = queue.enqueue(kind.t("sleep"), {"seconds": 60, "busy": True, "started_file": str(started_file)})
     w = spawn_worker("--grace", "60s")
     wait_for(lambda: running_owner(queue, stuck) == "w1", 20, what="claim")
+    # Running, not only claimed: a job claimed but not started is released at once by the first
+    # signal, and the worker would exit before the second one arrived.
+    wait_for(started_file.exists, 20, what="the handler to start")
     w.signal(signal.SIGTERM)
     wait_for(lambda: "stop requested" in w.log(), 10, what="the worker to begin draining")
     stays(w.alive, duration=0.5, what="the draining worker")  # the grace is a minute
     started = time.monotonic()
     w.signal(signal.SIGINT)
-    assert w.wait(10) == 0
+    assert w.wait(10) == 0, w.log()[-4000:]
     assert time.monotonic() - started < 5
     row = queue.job(stuck)
     assert row is not None and row.status == "pending" and "second stop signal" in row.last_error
