@@ -278,3 +278,19 @@ def test_side_by_side_quotes_the_reference_and_reads_ours_from_rows() -> None:
     assert table["skiplocked, 16 workers: claim p50"] == ("1.68 ms", "0.910 ms")
     assert table["full index / partial claim index"] == ("~475x (at 500,000 rows)", "500x (at 1,000,000 rows)")
     assert table["held, 3 s jobs: longest open transaction"] == ("2.52 s", "not run")
+
+
+def test_a_section_from_another_server_says_which() -> None:
+    def machine(run: str, pg: str, server: str) -> list[Row]:
+        return [
+            Row(run, "t", "full", "machine", "this machine", "", "postgresql", pg, ""),
+            Row(run, "t", "full", "machine", "this machine", "", "server", server, ""),
+        ]
+
+    rows = machine("20261203T1", "18.6", "embedded (Unix socket)") + machine("20261203T2", "15.8", "local server")
+    page = "_Run 20261203T1 (full mode)._\n\n_Run 20261203T2 (full mode)._\n\n_Run 20261202T9 (quick mode)._\n"
+    assert report.with_servers(page, rows) == (
+        "_Run 20261203T1 (full mode), on PostgreSQL 18.6, embedded (Unix socket)._\n\n"
+        "_Run 20261203T2 (full mode)._\n\n"  # the newest run's server is the one under Machine
+        "_Run 20261202T9 (quick mode)._\n"  # no machine rows for it: nothing to say
+    )
