@@ -289,7 +289,7 @@ def test_a_section_from_another_server_says_which() -> None:
 
     rows = machine("20261203T1", "18.6", "embedded (Unix socket)") + machine("20261203T2", "15.8", "local server")
     page = "_Run 20261203T1 (full mode)._\n\n_Run 20261203T2 (full mode)._\n\n_Run 20261202T9 (quick mode)._\n"
-    assert report.with_servers(page, rows) == (
+    assert pivot.with_servers(page, rows) == (
         "_Run 20261203T1 (full mode), on PostgreSQL 18.6, embedded (Unix socket)._\n\n"
         "_Run 20261203T2 (full mode)._\n\n"  # the newest run's server is the one under Machine
         "_Run 20261202T9 (quick mode)._\n"  # no machine rows for it: nothing to say

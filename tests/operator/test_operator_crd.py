@@ -371,7 +371,7 @@ def test_max_abandoned_bounds_are_the_workers() -> None:
     """The CRD, the operator and `pgwork worker --max-abandoned` take the same range: a value one
     of them allows and the worker refuses would be a crash loop (the operator cannot import the
     worker, so the bound is written twice and compared here)."""
-    from pgwork.operator.spec import MAX_ABANDONED
+    from pgwork.operator.workerspec import MAX_ABANDONED
     from pgwork.worker.options import MAX_CONCURRENCY, OptionError, parse_options
 
     field = SCHEMA["properties"]["spec"]["properties"]["worker"]["properties"]["maxAbandoned"]

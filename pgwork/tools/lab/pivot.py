@@ -7,6 +7,7 @@ Pure: rows in, tables and markdown out. `report` lays the tables out into docs/b
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -104,3 +105,32 @@ def section(title: str, rows: Sequence[Row], prose: str, axes: tuple[str, str]) 
     if rows:
         parts += [render_pivot(pivot(rows), *axes), ""]
     return parts
+
+
+_RUN_NOTE = re.compile(r"^_Run (\S+) \((\w+) mode\)\._$", re.MULTILINE)
+
+
+def with_servers(page: str, rows: Sequence[Row]) -> str:
+    """Each section's run line names the server its run used when that differs from the newest
+    run's (shown under Machine): sections are refreshed one experiment at a time, and WAL or
+    latency figures from an embedded server and from the shared local one do not compare."""
+    runs = {r.run for r in rows if r.experiment == "machine"}
+    described = {
+        run: f"PostgreSQL {pg}, {where}"
+        for run in runs
+        if (pg := _value(rows, run, "postgresql")) and (where := _value(rows, run, "server"))
+    }
+    newest = select(rows, "machine")
+    shown = described.get(newest[0].run) if newest else None
+
+    def note(m: re.Match[str]) -> str:
+        where = described.get(m.group(1))
+        if where is None or where == shown:
+            return m.group(0)
+        return f"_Run {m.group(1)} ({m.group(2)} mode), on {where}._"
+
+    return _RUN_NOTE.sub(note, page)
+
+
+def _value(rows: Sequence[Row], run: str, metric: str) -> str:
+    return next((r.value for r in rows if r.run == run and r.experiment == "machine" and r.metric == metric), "")
