@@ -93,13 +93,9 @@ def parse_flags(w: Reader, *, has_args: bool) -> WorkerFlags:
     present = {name for name in FIELDS if w.raw.get(name) is not None}
     isolation = None
     if "isolation" in present:
-        isolation = w.string("isolation")
-        if isolation not in ISOLATION:
-            raise SpecError(
-                w.field("isolation"),
-                f"{shown(isolation)} is not an isolation",
-                "thread (handlers on the worker's threads) or process (a pool of child processes)",
-            )
+        isolation = w.one_of(
+            "isolation", ISOLATION, "thread (handlers on the worker's threads) or process (a pool of child processes)"
+        )
     memory = None
     if "maxMemoryPerChild" in present:
         memory = w.matching(

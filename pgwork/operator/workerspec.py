@@ -63,9 +63,7 @@ def parse_worker(w: Reader) -> WorkerSpec:
         "an image reference without spaces or control characters",
     )
     assert image is not None
-    pull = w.string("imagePullPolicy")
-    if pull not in ("Always", "IfNotPresent", "Never"):
-        raise SpecError(w.field("imagePullPolicy"), f"{pull!r} is not a pull policy", "Always, IfNotPresent or Never")
+    pull = w.one_of("imagePullPolicy", ("Always", "IfNotPresent", "Never"), "Always, IfNotPresent or Never")
     app = w.matching(
         "app",
         APP_PATTERN,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgwork.operator import kubenames
-from pgwork.operator.fields import Reader, SpecError, shown
+from pgwork.operator.fields import Reader, SpecError
 
 # A Kubernetes quantity as emptyDir.sizeLimit takes one, whole numbers only (`64Mi`, `20Gi`, `1G`).
 QUANTITY_PATTERN = r"[1-9][0-9]*(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?"
@@ -109,13 +109,9 @@ def parse_volumes(w: Reader) -> WorkerVolumes:
     scratch = Reader(w.raw.get("scratch"), w.field("scratch"), {"sizeLimit": SCRATCH_DEFAULT_SIZE, "medium": ""})
     _only(scratch, {"sizeLimit", "medium"})
     size = _quantity(scratch, "sizeLimit", "a size for /tmp, e.g. 10Gi (a whole number and a unit: Mi, Gi, ...)")
-    medium = scratch.get("medium")
-    if medium not in MEDIA:
-        raise SpecError(
-            scratch.field("medium"),
-            f"{shown(medium)} is not an emptyDir medium",
-            'leave it out for the node\'s disk, or "Memory" for a tmpfs (counted against the memory limit)',
-        )
+    medium = scratch.one_of(
+        "medium", MEDIA, 'leave it out for the node\'s disk, or "Memory" for a tmpfs (counted against the memory limit)'
+    )
     cache = None
     if w.raw.get("modelCache") is not None:
         c = Reader(w.raw.get("modelCache"), w.field("modelCache"), {"mountPath": MODEL_CACHE_PATH, "readOnly": False})
@@ -162,7 +158,7 @@ def parse_volumes(w: Reader) -> WorkerVolumes:
             required=True,
         )
     assert size is not None
-    return WorkerVolumes(size, str(medium), cache, shm)
+    return WorkerVolumes(size, medium, cache, shm)
 
 
 def check_template_clashes(volumes: WorkerVolumes, template: Mapping[str, Any] | None, field: str) -> None:
