@@ -2,7 +2,11 @@
 # One image for the operator, the workers and the reaper: `pgwork operator`, `pgwork worker --app ...`,
 # `pgwork reap`. Build your job code on top of it (FROM pgwork/pgwork:0.1.0, then COPY your module).
 # The base is an argument so an offline build can use a local Debian base with Python 3.11
-# (scripts/build-image.sh makes one with debootstrap when no registry is reachable).
+# (scripts/build-image.sh makes one with debootstrap when no registry is reachable), and so GPU
+# teams can install pgwork into the CUDA/PyTorch image they already run (docs/worker.md, GPU workers):
+#   --build-arg PYTHON_IMAGE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime \
+#   --build-arg VENV_OPTIONS=--system-site-packages
+# Any base with `python` >= 3.11 on PATH works; the venv then sees the base's torch and CUDA wheels.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -17,7 +21,10 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 # A virtualenv is copied whole into the final stage, so nothing from this stage (pip caches,
 # build backends, sources) reaches the runtime image.
-RUN python -m venv /opt/pgwork
+# --system-site-packages for a base whose packages (torch, CUDA libraries) the handlers import;
+# empty by default, so the slim image's venv holds only what pgwork installs.
+ARG VENV_OPTIONS=""
+RUN python -m venv ${VENV_OPTIONS} /opt/pgwork
 COPY pyproject.toml README.md ./
 COPY pgwork ./pgwork
 # pip stays in the venv so images built FROM this one can add their handlers' dependencies.

@@ -8,6 +8,9 @@
 # configured with) and `podman import`. The build itself never touches the network: Python
 # packages come from a wheelhouse filled by `pip download` beforehand (`--network none`).
 #
+# $PGWORK_VENV_OPTIONS is passed as the Dockerfile's VENV_OPTIONS (e.g. --system-site-packages, with
+# PYTHON_IMAGE naming a CUDA/PyTorch base whose torch the handlers import).
+#
 # Nothing is written into the repository. Work files (containers.conf, the debootstrapped base,
 # the wheelhouse) live in $PGWORK_IMAGE_CACHE (default /var/tmp/pgwork-image); a second run
 # reuses the base and the wheelhouse. Prints the build time and the image size at the end.
@@ -125,6 +128,7 @@ started=$(date +%s.%N)
 podman build --quiet --network none \
   --volume "$WHEELS:/wheels:ro" \
   --build-arg "PYTHON_IMAGE=$BASE" \
+  --build-arg "VENV_OPTIONS=${PGWORK_VENV_OPTIONS:-}" \
   --build-arg PIP_NO_INDEX=1 \
   --build-arg PIP_FIND_LINKS=/wheels \
   --tag "$TAG" \

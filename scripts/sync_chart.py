@@ -6,6 +6,8 @@ Helm reads only files inside the chart, so:
   pgwork/operator/rbac.yaml (rules:)    -> charts/pgwork/files/rbac-rules.yaml (split by scope)
   monitoring/prometheus/pgwork-alerts.yaml -> charts/pgwork/files/pgwork-alerts.yaml (verbatim)
   monitoring/grafana/pgwork-dashboard.json -> charts/pgwork/files/pgwork-dashboard.json (verbatim)
+  pgwork/operator/crd.yaml (spec.worker's typed GPU fields) -> charts/pgwork/values.schema.json
+    (exampleJobQueue.spec.worker: the same bounds, patterns and enums, checked by helm at install)
 then `helm template` renders manifests/ (for `kubectl apply -f manifests/`) and
 manifests/examples/jobqueue.yaml. `--check` writes nothing and fails when anything drifted.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import shutil
 import subprocess
@@ -162,10 +165,56 @@ def helm_template(*args: str) -> str:
     return proc.stdout
 
 
+VALUES_SCHEMA = "charts/pgwork/values.schema.json"
+# spec.worker fields whose rules the chart's values schema repeats from the CRD, so `helm install
+# --set exampleJobQueue.spec.worker.batch=0` fails at helm, naming the value.
+TYPED_WORKER_FIELDS = (
+    "concurrency",
+    "batch",
+    "batchWait",
+    "isolation",
+    "maxJobsPerChild",
+    "maxMemoryPerChild",
+    "poll",
+    "listen",
+    "scratch",
+    "modelCache",
+    "shm",
+)
+
+
+def _json_schema(node: Any) -> Any:
+    """A CRD schema node as plain JSON schema: without the x-kubernetes extensions (CEL) helm cannot run."""
+    if isinstance(node, Mapping):
+        return {k: _json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes")}
+    if isinstance(node, list):
+        return [_json_schema(v) for v in node]
+    return node
+
+
+def values_schema(schema_text: str, crd_text: str) -> str:
+    """values.schema.json with exampleJobQueue.spec.worker's typed fields taken from the CRD."""
+    schema = json.loads(schema_text)
+    crd = yaml.safe_load(crd_text)
+    worker = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["worker"]
+    spec = schema["properties"]["exampleJobQueue"]["properties"]["spec"]
+    spec["properties"] = {
+        "worker": {
+            "type": "object",
+            "description": "spec.worker; the typed fields below carry the CRD's rules (pgwork/operator/crd.yaml).",
+            "properties": {name: _json_schema(worker["properties"][name]) for name in TYPED_WORKER_FIELDS},
+        }
+    }
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
 def chart_files() -> dict[Path, str]:
     """Expected content of every chart copy, from the sources."""
     out = {ROOT / dst: (ROOT / src).read_text() for src, dst in COPIES.items()}
     out[ROOT / RBAC_TARGET] = rbac_chart_file((ROOT / RBAC_SOURCE).read_text())
+    out[ROOT / VALUES_SCHEMA] = values_schema(
+        (ROOT / VALUES_SCHEMA).read_text(), (ROOT / "pgwork" / "operator" / "crd.yaml").read_text()
+    )
     return out
 
 

@@ -20,7 +20,7 @@ from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, jobs_by_o
 from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
-from pgwork.operator.scaling import ScaleMemory, decide
+from pgwork.operator.scaling import ScaleMemory, decide, per_worker
 from pgwork.operator.spec import JobQueueSpec, SecretRef, parse_spec
 
 log = logging.getLogger("pgwork.operator")
@@ -198,7 +198,7 @@ def autoscale(
         return change
 
     dsn: str | None = None
-    cap = count_cap(spec.scaling.max_replicas, spec.scaling.target_backlog_per_worker)
+    cap = count_cap(spec.scaling.max_replicas, per_worker(spec.scaling.target_backlog_per_worker, spec.worker.capacity))
     try:
         dsn = read_dsn(clients.kube, namespace, spec.database.default)
         queue = clients.queues.get((namespace, name), dsn)
@@ -233,7 +233,7 @@ def autoscale(
         memory=memory if isinstance(memory, ScaleMemory) else None,
         external=spec.replicas,
         limited=backlog.limited,
-        concurrency=spec.worker.concurrency,
+        capacity=spec.worker.capacity,
     )
     memo["scale_memory"] = decision.memory
     memo["next_poll"] = now + spec.scaling.poll_interval_seconds

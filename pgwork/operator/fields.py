@@ -56,6 +56,13 @@ class Reader:
             raise SpecError(self.field(name), f"{shown(value)} is not allowed here", fix)
         return value
 
+    def one_of(self, name: str, choices: tuple[str, ...], fix: str) -> str:
+        """One of `choices` exactly (an enum in the CRD)."""
+        value = self.get(name)
+        if value not in choices:
+            raise SpecError(self.field(name), f"{shown(value)} is not one of {', '.join(map(repr, choices))}", fix)
+        return str(value)
+
     def checked(self, name: str, valid: bool, value: str | None, fix: str) -> str | None:
         if value is not None and not valid:
             raise SpecError(self.field(name), f"{shown(value)} is not allowed here", fix)

@@ -111,6 +111,8 @@ def worker_args(spec: JobQueueSpec) -> list[str]:
         # Only when set: the worker's own default holds otherwise, and a JobQueue that never set the
         # field keeps the pod template it had (no rollout of every worker on an operator upgrade).
         *([] if spec.worker.max_abandoned is None else ["--max-abandoned", str(spec.worker.max_abandoned)]),
+        # spec.worker's typed flags (batch, isolation, poll, ...), each only when set, for the same reason.
+        *spec.worker.flags.args(),
         # The lease owner must equal the pod name for pod-deletion-cost; HOSTNAME is cut at
         # 63 characters, the downward-API name is not.
         "--id",
@@ -136,21 +138,28 @@ TMP_VOLUME: dict[str, Any] = {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}
 TMP_MOUNT: dict[str, Any] = {"name": "tmp", "mountPath": "/tmp"}  # noqa: S108 (a path inside the pod)
 
 
-def _hardened(container: dict[str, Any]) -> dict[str, Any]:
-    return {**container, "securityContext": dict(CONTAINER_SECURITY), "volumeMounts": [dict(TMP_MOUNT)]}
+def _hardened(container: dict[str, Any], mounts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        **container,
+        "securityContext": dict(CONTAINER_SECURITY),
+        "volumeMounts": [dict(TMP_MOUNT), *(mounts or [])],
+    }
 
 
-def _hardened_pod(pod_spec: dict[str, Any]) -> dict[str, Any]:
-    return {**pod_spec, "securityContext": dict(POD_SECURITY), "volumes": [dict(TMP_VOLUME)]}
+def _hardened_pod(pod_spec: dict[str, Any], volumes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {**pod_spec, "securityContext": dict(POD_SECURITY), "volumes": volumes or [dict(TMP_VOLUME)]}
 
 
 def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int | None) -> Manifest:
     """The worker Deployment. `replicas` None leaves the field out (for patches: the scaler owns it)."""
     name = body["metadata"]["name"]
     w = spec.worker
+    own_env = {e.get("name") for e in w.env}
     env = [
         database_env(spec.database.workers),
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # HF_HOME and TORCH_HOME into the model cache, unless worker.env points them elsewhere.
+        *[e for e in w.volumes.worker_env() if e["name"] not in own_env],
         *[dict(e) for e in w.env],
     ]
     container: dict[str, Any] = {
@@ -175,7 +184,7 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
     }
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": w.termination_grace_period_seconds,
-        "containers": [_hardened(container)],
+        "containers": [_hardened(container, w.volumes.worker_mounts())],
     }
     if spec.database.migrate:
         # Safe from many pods at once: migrations take an advisory lock and run once. With the
@@ -194,7 +203,7 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
         ]
     if w.service_account_name:
         pod_spec["serviceAccountName"] = w.service_account_name
-    pod_spec = _hardened_pod(pod_spec)
+    pod_spec = _hardened_pod(pod_spec, [w.volumes.scratch_volume(), *w.volumes.worker_volumes()])
     deployment_spec: dict[str, Any] = {
         "selector": {"matchLabels": selector_labels(name)},
         # Surge, never take a busy worker away early: a rollout adds new pods before old ones drain.

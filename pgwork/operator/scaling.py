@@ -1,13 +1,17 @@
 """How many workers a queue should have. Pure: figures and `now` in, a decision out.
 
-The rule: ceil((ready + running) / target), clamped to [min, max]. Up at once; down only to the
+A worker's capacity is the jobs one pod takes at once: concurrency * batch (each of its runners is
+handed up to `batch` jobs). The rule: ceil((ready + running) / per_worker), per_worker being the
+target backlog per worker but never below the capacity, clamped to [min, max]. Below it, one pod's
+own claim would ask for more pods (batch 64 against target 5: 13 GPU pods for one pod's batch),
+each of which could only take work away from a batch that was filling. Up at once; down only to the
 highest recommendation seen over the stabilization window (as the HPA does), so a brief lull
 does not shed workers that the next burst needs; from zero only when more than `activation`
 jobs are ready. A change of bounds applies at once.
 
 A job type with a fleet-wide limit (`pgwork limits set`) counts only the work the limit lets run:
 at most max_running of its jobs, and of its ready jobs no more than one rate period's claims; and
-it never asks for more workers than ceil(max_running / concurrency), the fewest that can run
+it never asks for more workers than ceil(max_running / capacity), the fewest that can run
 max_running jobs at once. More would sit idle beside a backlog they may not claim.
 """
 
@@ -50,6 +54,11 @@ class Decision:
         return self.desired != current
 
 
+def per_worker(target: int, capacity: int) -> int:
+    """Jobs counted per worker: the target backlog, never below what one pod takes at once."""
+    return max(target, capacity, 1)
+
+
 def recommend(
     policy: ScalingSpec,
     ready: int,
@@ -57,34 +66,38 @@ def recommend(
     current: int,
     *,
     limited: Sequence[LimitedWork] = (),
-    concurrency: int = 1,
+    capacity: int = 1,
 ) -> int:
     """The replicas the backlog asks for right now, before stabilization. `ready` and `running`
-    are the queue's totals; `limited` the limited types' shares of them."""
+    are the queue's totals; `limited` the limited types' shares of them; `capacity` the jobs one
+    worker pod takes at once (concurrency * batch)."""
     if current == 0 and running == 0 and ready <= policy.activation_backlog:
         raw = 0
     else:
-        raw = workers_for_work(policy.target_backlog_per_worker, ready, running, limited, concurrency)
+        raw = workers_for_work(policy.target_backlog_per_worker, ready, running, limited, capacity)
     return min(max(raw, policy.min_replicas), policy.max_replicas)
 
 
 def workers_for_work(
-    target: int, ready: int, running: int, limited: Sequence[LimitedWork] = (), concurrency: int = 1
+    target: int, ready: int, running: int, limited: Sequence[LimitedWork] = (), capacity: int = 1
 ) -> int:
-    """Workers for the unlimited work at `target` jobs each, plus each limited type's own (pure)."""
+    """Workers for the unlimited work at per_worker(target, capacity) jobs each, plus each limited
+    type's own (pure)."""
+    each = per_worker(target, capacity)
     free = max(0, ready - sum(w.ready for w in limited)) + max(0, running - sum(w.running for w in limited))
-    return math.ceil(free / target) + sum(limited_workers(w, target, concurrency) for w in limited)
+    return math.ceil(free / each) + sum(limited_workers(w, each, capacity) for w in limited)
 
 
-def limited_workers(work: LimitedWork, target: int, concurrency: int) -> int:
-    """The workers one limited type can use (pure)."""
+def limited_workers(work: LimitedWork, target: int, capacity: int) -> int:
+    """The workers one limited type can use (pure): its work at `target` jobs each, and never more
+    than the fewest pods of `capacity` jobs that can hold max_running."""
     ready = max(0, work.ready)
     if work.rate_count is not None:
         ready = min(ready, work.rate_count)
     jobs = ready + max(0, work.running)
     if work.max_running is None:
         return math.ceil(jobs / target)
-    return min(math.ceil(min(jobs, work.max_running) / target), math.ceil(work.max_running / max(1, concurrency)))
+    return min(math.ceil(min(jobs, work.max_running) / target), math.ceil(work.max_running / max(1, capacity)))
 
 
 def decide(
@@ -97,7 +110,7 @@ def decide(
     memory: ScaleMemory | None = None,
     external: int | None = None,
     limited: Sequence[LimitedWork] = (),
-    concurrency: int = 1,
+    capacity: int = 1,
 ) -> Decision:
     """The replicas to set now. `external` is spec.replicas (set via the scale subresource)."""
     memory = memory or ScaleMemory()
@@ -106,11 +119,13 @@ def decide(
     raw = (
         min(max(external, policy.min_replicas), policy.max_replicas)
         if external is not None
-        else recommend(policy, ready, running, current, limited=limited, concurrency=concurrency)
+        else recommend(policy, ready, running, current, limited=limited, capacity=capacity)
     )
     kept = tuple((t, r) for t, r in memory.recommendations if now - t < window)
     new_memory = ScaleMemory(since, (*kept, (now, raw)))
     work = f"{ready} ready + {running} running, target {policy.target_backlog_per_worker}/worker"
+    if capacity > policy.target_backlog_per_worker:
+        work += f" (counted as {capacity}/worker: one pod takes concurrency * batch = {capacity} jobs at once)"
     if limited:
         work += "; limited: " + ", ".join(_limit_text(w) for w in limited)
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pgwork.operator import kubenames, podtemplate
 from pgwork.operator.fields import Reader, SpecError, shown
+from pgwork.operator.workerflags import WorkerFlags, parse_flags
+from pgwork.operator.workervolumes import WorkerVolumes, check_template_clashes, parse_volumes
 
 # What `pgwork worker --app` imports: a dotted module path, or MODULE:APP for a pgwork.App in it
 # (the worker's own rule, pgwork/worker/options.py).
@@ -41,6 +43,15 @@ class WorkerSpec:
     # `--max-abandoned` for the worker; None leaves the flag out, so the worker's own default holds
     # (and a JobQueue that never set it renders the same Deployment as before the field existed).
     max_abandoned: int | None = None
+    # The typed flags rendered beside the generated ones, and the pod's writable volumes.
+    flags: WorkerFlags = field(default_factory=WorkerFlags)
+    volumes: WorkerVolumes = field(default_factory=WorkerVolumes)
+
+    @property
+    def capacity(self) -> int:
+        """Jobs one worker pod takes at once: concurrency runners (or processes), each handed up to
+        `batch` jobs. What the operator scales on."""
+        return self.concurrency * self.flags.claim_size
 
 
 def parse_worker(w: Reader) -> WorkerSpec:
@@ -52,9 +63,7 @@ def parse_worker(w: Reader) -> WorkerSpec:
         "an image reference without spaces or control characters",
     )
     assert image is not None
-    pull = w.string("imagePullPolicy")
-    if pull not in ("Always", "IfNotPresent", "Never"):
-        raise SpecError(w.field("imagePullPolicy"), f"{pull!r} is not a pull policy", "Always, IfNotPresent or Never")
+    pull = w.one_of("imagePullPolicy", ("Always", "IfNotPresent", "Never"), "Always, IfNotPresent or Never")
     app = w.matching(
         "app",
         APP_PATTERN,
@@ -121,6 +130,8 @@ def parse_worker(w: Reader) -> WorkerSpec:
         pod_template = None if raw_template is None else podtemplate.check(raw_template)
     except podtemplate.TemplateRefused as exc:
         raise SpecError(exc.field, exc.problem, exc.fix) from None
+    volumes = parse_volumes(w)
+    check_template_clashes(volumes, pod_template, w.field("podTemplate"))
     return WorkerSpec(
         image=image,
         image_pull_policy=pull,
@@ -137,4 +148,6 @@ def parse_worker(w: Reader) -> WorkerSpec:
         service_account_name=sa,
         pod_template=pod_template,
         max_abandoned=max_abandoned,
+        flags=parse_flags(w, has_args=args is not None),
+        volumes=volumes,
     )

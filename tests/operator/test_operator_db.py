@@ -66,8 +66,9 @@ def test_the_poll_reports_each_types_limit_and_scaling_keeps_to_it(queue: Queue)
     assert backlog.limited == (LimitedWork("gpu", 101, 4, 4, 60),)  # ready capped at 101: a lower bound
     assert (backlog.ready, backlog.running) == (101 + 9, 4)
     policy = ScalingSpec(0, 50, 1, 0, 300.0, 10.0)
-    wanted = recommend(policy, backlog.ready, backlog.running, 1, limited=backlog.limited, concurrency=2)
-    assert wanted == 9 + 2  # cpu's 9 at one each, gpu's 4 at two per worker
+    wanted = recommend(policy, backlog.ready, backlog.running, 1, limited=backlog.limited, capacity=2)
+    # Pods take 2 jobs at once, so a target of 1 counts 2 per pod: cpu's 9 on 5 pods, gpu's 4 on 2.
+    assert wanted == 5 + 2
 
 
 @pytest.mark.parametrize(

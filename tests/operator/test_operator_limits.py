@@ -28,7 +28,9 @@ def test_a_limited_backlog_asks_for_no_more_workers_than_the_limit_can_use(
     body = eventually(
         lambda: (
             (b := stories.jobqueue(client, namespace, "ocr"))
-            and b.get("status", {}).get("pending") == 21  # counts stop at maxReplicas x target + 1
+            # Counts stop at maxReplicas x per-pod count + 1; a pod takes 2 jobs at once, so a target
+            # of 1 counts 2 per pod.
+            and b.get("status", {}).get("pending") == 41
             and b["status"].get("desiredReplicas") == 2
             and b
         ),
@@ -36,9 +38,9 @@ def test_a_limited_backlog_asks_for_no_more_workers_than_the_limit_can_use(
     )
     assert "ocr max 4 running" in (stories.condition(body, "Scaling") or {}).get("message", "")
     assert stories.replicas(client, namespace, "ocr") == 2
-    # The unlimited type beside it adds its own workers as before.
+    # The unlimited type beside it adds its own workers as before: 3 jobs on pods of 2.
     queue.enqueue_many([NewJob("extract", {"n": i}) for i in range(3)])
-    eventually(lambda: stories.replicas(client, namespace, "ocr") == 5, what="2 + 3 replicas")
+    eventually(lambda: stories.replicas(client, namespace, "ocr") == 4, what="2 + 2 replicas")
     # Lifted: the whole backlog counts again.
     queue.clear_limit("ocr")
     eventually(lambda: stories.replicas(client, namespace, "ocr") == 20, what="maxReplicas once the limit is lifted")

@@ -300,7 +300,7 @@ def test_the_gpu_example_renders_a_deployment_the_kubernetes_schema_accepts() ->
     pod = render_all(example)[0]["spec"]["template"]["spec"]
     assert pod["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
-    assert {"name": "models", "mountPath": "/models"} in pod["containers"][0]["volumeMounts"]
+    assert {"name": "model-cache", "mountPath": "/models"} in pod["containers"][0]["volumeMounts"]
 
 
 def test_selector_labels_cannot_be_overridden() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgwork.operator.scaling import LimitedWork, ScaleMemory, decide, recommend, workers_for_work
+from pgwork.operator.scaling import LimitedWork, ScaleMemory, decide, per_worker, recommend, workers_for_work
 from pgwork.operator.spec import ScalingSpec
 
 
@@ -100,7 +100,7 @@ def lw(job_type: str, ready: int, running: int, max_running: int | None = None, 
 
 
 @pytest.mark.parametrize(
-    ("target", "concurrency", "ready", "running", "limited", "expected"),
+    ("target", "capacity", "ready", "running", "limited", "expected"),
     [
         # The case: max_running 4, 2 jobs per worker → never more than 2 workers, whatever the backlog.
         (1, 2, 10_000, 4, [lw("gpu", 10_000, 4, max_running=4)], 2),
@@ -120,15 +120,61 @@ def lw(job_type: str, ready: int, running: int, max_running: int | None = None, 
     ],
 )
 def test_limits_cap_the_workers_a_type_asks_for(
-    target: int, concurrency: int, ready: int, running: int, limited: list[LimitedWork], expected: int
+    target: int, capacity: int, ready: int, running: int, limited: list[LimitedWork], expected: int
 ) -> None:
-    assert workers_for_work(target, ready, running, limited, concurrency) == expected
+    assert workers_for_work(target, ready, running, limited, capacity) == expected
     p = policy(max_=100, target=target)
-    assert recommend(p, ready, running, 1, limited=limited, concurrency=concurrency) == max(expected, 1)
+    assert recommend(p, ready, running, 1, limited=limited, capacity=capacity) == max(expected, 1)
 
 
 def test_a_limited_backlog_does_not_scale_up_and_the_message_says_why() -> None:
     limited = (lw("gpu", 10_000, 4, max_running=4),)
-    d = decide(policy(max_=50, target=1), ready=10_000, running=4, current=2, now=0.0, limited=limited, concurrency=2)
+    d = decide(policy(max_=50, target=1), ready=10_000, running=4, current=2, now=0.0, limited=limited, capacity=2)
     assert (d.desired, d.reason) == (2, "Steady")
     assert "gpu max 4 running" in d.message
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "batch", "target", "ready", "running", "expected"),
+    [
+        # batch 1: capacity is concurrency, and a target at or above it counts as before.
+        (1, 1, 5, 50, 0, 10),
+        (4, 1, 8, 50, 14, 8),
+        # A batch worker takes concurrency * batch jobs at once: one pod holding its own batch of 64
+        # asks for one pod, not ceil(64 / 5) = 13 GPU pods.
+        (1, 64, 5, 0, 64, 1),
+        (2, 32, 5, 0, 64, 1),
+        (2, 32, 5, 640, 64, 11),  # ceil(704 / 64)
+        (2, 32, 5, 1, 64, 2),  # one job past a full pod asks for a second
+        # A target above the capacity still decides: queue that many per pod.
+        (1, 32, 128, 1_000, 0, 8),
+        # Plain handlers with a target below concurrency: the capacity is the floor too.
+        (8, 1, 2, 0, 8, 1),
+        (8, 1, 2, 9, 8, 3),
+    ],
+)
+def test_workers_are_counted_by_capacity(
+    concurrency: int, batch: int, target: int, ready: int, running: int, expected: int
+) -> None:
+    capacity = concurrency * batch
+    assert workers_for_work(target, ready, running, (), capacity) == expected
+    assert recommend(policy(max_=100, target=target), ready, running, 1, capacity=capacity) == expected
+
+
+@pytest.mark.parametrize(("target", "capacity", "expected"), [(5, 1, 5), (5, 64, 64), (128, 64, 128), (1, 0, 1)])
+def test_per_worker_is_the_target_never_below_the_capacity(target: int, capacity: int, expected: int) -> None:
+    assert per_worker(target, capacity) == expected
+
+
+def test_a_limited_type_asks_for_the_fewest_pods_of_its_capacity() -> None:
+    # max_running 128 on pods of 2 * 32: two pods hold every job the limit lets run.
+    limited = [lw("embed", 10_000, 0, max_running=128)]
+    assert workers_for_work(1, 10_000, 0, limited, capacity=64) == 2
+
+
+def test_the_message_says_when_the_capacity_decides() -> None:
+    d = decide(policy(max_=50, target=5), ready=0, running=64, current=1, now=0.0, capacity=64)
+    assert (d.desired, d.reason) == (1, "Steady")
+    assert "counted as 64/worker" in d.message
+    plain = decide(policy(max_=50, target=5), ready=0, running=4, current=1, now=0.0)
+    assert "counted as" not in plain.message

@@ -224,6 +224,11 @@ def test_operator_arguments_are_accepted_by_the_pgwork_cli() -> None:
         ("grafanaDashboard.labels.grafana_dashboard=1", "at '/grafanaDashboard/labels/grafana_dashboard'"),
         ("prometheusRule.runbookBaseUrl=docs.example.com", "at '/prometheusRule/runbookBaseUrl'"),
         ("exampleJobQueue.name=Not_A_Name", "at '/exampleJobQueue/name'"),
+        # spec.worker's typed fields carry the CRD's rules (copied by scripts/sync_chart.py).
+        ("exampleJobQueue.spec.worker.batch=0", "at '/exampleJobQueue/spec/worker/batch'"),
+        ("exampleJobQueue.spec.worker.isolation=fork", "at '/exampleJobQueue/spec/worker/isolation'"),
+        ("exampleJobQueue.spec.worker.batchWait=20", "at '/exampleJobQueue/spec/worker/batchWait'"),
+        ("exampleJobQueue.spec.worker.shm.sizeLimit=lots", "at '/exampleJobQueue/spec/worker/shm/sizeLimit'"),
     ],
 )
 def test_values_schema_rejects_bad_values_naming_the_field(setting: str, message: str) -> None:
@@ -419,3 +424,18 @@ def test_secret_namespaces_are_refused_with_namespace_scope() -> None:
 def test_values_schema_refuses_a_secret_namespace_that_is_no_namespace_name() -> None:
     err = helm_template_error("--set", "rbac.secretNamespaces={../kube-system}")
     assert "at '/rbac/secretNamespaces/0'" in err, err
+
+
+def test_the_gpu_values_render_a_jobqueue_the_operator_turns_into_a_gpu_deployment() -> None:
+    """ci/gpu-values.yaml: the typed worker fields through the chart, rendered by the operator beside
+    its own flags, with the volumes, as a Deployment Kubernetes accepts."""
+    (queue,) = by_kind(rendered(CHART / "ci" / "gpu-values.yaml"), "JobQueue")
+    body = {"metadata": {"name": queue["metadata"]["name"], "namespace": "ml", "uid": "u"}, "spec": queue["spec"]}
+    deployment = render.render_all(body, replicas=1)[0]
+    kubernetes_validate.validate(deployment, "1.30", strict=True)
+    pod = deployment["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    for flag in ("--batch", "--batch-wait", "--isolation", "--max-memory-per-child", "--grace", "--id", "--job-types"):
+        assert flag in args, flag
+    assert {v["name"] for v in pod["volumes"]} == {"tmp", "model-cache", "dshm"}
+    assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1

@@ -134,3 +134,15 @@ def test_dockerignore_keeps_the_context_small(path: str) -> None:
 def test_read_only_root_filesystem_is_safe() -> None:
     env = " ".join(rest for kw, rest in final().instructions if kw == "ENV")
     assert "PYTHONDONTWRITEBYTECODE=1" in env
+
+
+def test_venv_options_is_a_build_argument_empty_by_default() -> None:
+    """`--build-arg VENV_OPTIONS=--system-site-packages` (with PYTHON_IMAGE a CUDA/PyTorch base) lets
+    the venv see the base's torch; by default the venv holds only what pgwork installs. The build
+    with it is tested in tests/ship/test_image.py."""
+    build = stages()[0]
+    declared = [rest for kw, rest in build.instructions if kw == "ARG" and rest.startswith("VENV_OPTIONS")]
+    assert declared == ['VENV_OPTIONS=""'], "declared in the build stage (after FROM), empty by default"
+    venv = next(rest for kw, rest in build.instructions if kw == "RUN" and "-m venv" in rest)
+    assert venv == "python -m venv ${VENV_OPTIONS} /opt/pgwork"
+    assert "VENV_OPTIONS=${PGWORK_VENV_OPTIONS:-}" in (ROOT / "scripts" / "build-image.sh").read_text()

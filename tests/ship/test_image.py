@@ -237,3 +237,42 @@ def test_worker_serves_metrics_and_readyz_and_drains_on_sigterm(image: Image, em
         assert "Traceback" not in logs, logs
     finally:
         image.podman("rm", "-f", name)
+
+
+# A PyTorch image stood in for by the same base with a `torch` package in its system site-packages:
+# what a GPU team's CUDA/PyTorch base gives the venv with VENV_OPTIONS=--system-site-packages.
+FAKE_TORCH = (
+    "import os, site, pathlib; "
+    "d = pathlib.Path(next(p for p in site.getsitepackages() if os.path.isdir(p))) / 'torch'; "
+    "d.mkdir(); (d / '__init__.py').write_text('__version__ = \"0.0+base\"\\n')"
+)
+
+
+def test_pgwork_installs_into_a_pytorch_base_and_sees_its_torch(image: Image, tmp_path: Path) -> None:
+    """docs/worker.md's GPU recipe: the Dockerfile's PYTHON_IMAGE and VENV_OPTIONS build arguments
+    put pgwork on an existing base whose packages the handlers import. One more build, on the same
+    local base as the main image (offline), so a layer cache makes it cheap."""
+    build = json.loads((CACHE / "last-build.json").read_text())
+    base_tag, tag = "localhost/pgwork-torch-base:test", "localhost/pgwork:torch-test"
+    (tmp_path / "Containerfile").write_text(f"FROM {build['base']}\nRUN python -c {json.dumps(FAKE_TORCH)}\n")
+    image.podman("build", "--quiet", "--network", "none", "--tag", base_tag, str(tmp_path), timeout=300, check=True)
+    try:
+        env = dict(image.env, PYTHON_IMAGE=base_tag, PGWORK_VENV_OPTIONS="--system-site-packages")
+        proc = subprocess.run(
+            ["bash", str(BUILD), tag], capture_output=True, text=True, env=env, timeout=1200, check=False
+        )
+        assert proc.returncode == 0, f"scripts/build-image.sh failed:\n{proc.stdout}\n{proc.stderr}"
+        probe = image.podman(
+            "run", "--rm", *CONTAINER, "--entrypoint", "python", tag, "-c",
+            "import torch, pgwork, pgwork.cli; print(torch.__version__, torch.__file__, pgwork.__file__)",
+        )  # fmt: skip
+        assert probe.returncode == 0, probe.stderr
+        version, torch_file, pgwork_file = probe.stdout.split()
+        assert version == "0.0+base" and not torch_file.startswith("/opt/pgwork/"), torch_file  # the base's own
+        assert pgwork_file.startswith("/opt/pgwork/"), pgwork_file
+        assert image.podman("run", "--rm", *CONTAINER, tag, "--version").returncode == 0
+        # The default build keeps the venv to itself: the base's packages do not leak into it.
+        isolated = image.podman("run", "--rm", *CONTAINER, "--entrypoint", "python", image.tag, "-c", "import torch")
+        assert isolated.returncode != 0
+    finally:
+        image.podman("rmi", "--force", tag, base_tag)
