@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.decoding import Undecodable
-from pgwork.queue import Queue
-from tests.reliability.helpers import pgwork, worker
+from tests.support.cli import pgwork, worker
 
 DEEP_JSON = '{"doc": ' + "[" * 5000 + "]" * 5000 + "}"
 LONG_NUMBER = '{"n": 1' + "0" * 5000 + "}"

@@ -17,14 +17,14 @@ import pytest
 import yaml
 from psycopg import sql
 
+from pgwork.db import Queue, migrate
 from pgwork.dsn import redact
 from pgwork.errors import Unreachable
 from pgwork.operator import render
 from pgwork.operator.db import explain
 from pgwork.operator.spec import parse_spec
-from pgwork.queue import Queue, migrate
 from pgwork.tools.chaos.server import PrivateServer
-from tests.reliability.helpers import env, one_line_error, pgwork
+from tests.support.cli import env, one_line_error, pgwork
 from tests.support.waiting import wait_for
 
 OPERATOR_DIR = Path(__file__).resolve().parents[2] / "pgwork" / "operator"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.ship.support import MONITORING, ROOT, contract_metrics, load_yaml, metrics_in, require, run
+from tests.support.ship import MONITORING, ROOT, contract_metrics, load_yaml, metrics_in, require, run
 
 RULES = MONITORING / "prometheus" / "pgwork-alerts.yaml"
 RULE_TESTS = MONITORING / "prometheus" / "pgwork-alerts.test.yaml"
