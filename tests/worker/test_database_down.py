@@ -150,6 +150,7 @@ def test_a_worker_starting_with_the_database_down_gives_up_with_one_line(tmp_pat
     assert "Traceback" not in log
 
 
+@pytest.mark.slow
 def test_sigterm_while_still_connecting_exits_at_once(tmp_path: Path) -> None:
     started: list[WorkerProcess] = []
     w = start_worker(nowhere_dsn(), tmp_path, started, "--connect-patience", "5m")

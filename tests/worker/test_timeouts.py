@@ -178,6 +178,7 @@ def test_the_jobs_own_timeout_overrides_its_handlers(
         assert row.status == "succeeded" and queue.result(row.idempotency_key).result == "rested"
 
 
+@pytest.mark.slow
 def test_the_worker_process_exits_nonzero_past_max_abandoned_after_draining(queue: Queue, spawn_worker: Spawn) -> None:
     stuck = queue.enqueue("stuck", {"seconds": 120})
     draining = queue.enqueue("sleep", {"seconds": 2.5})
