@@ -95,6 +95,7 @@ def test_queue_reads_undecodable_rows_as_markers(dsn: str) -> None:
         assert claimed.id == job_id and isinstance(claimed.payload, Undecodable)
 
 
+@pytest.mark.slow
 def test_timestamps_python_cannot_hold_do_not_stop_the_commands(dsn: str) -> None:
     """A dead job completed in the year 20000 and a running job started then: `pgwork dead`,
     `running` and `stats` still answer, in tables and in strict JSON."""
