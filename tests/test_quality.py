@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -51,6 +52,7 @@ def _test_modules() -> list[Path]:
     return sorted(p for p in TESTS.rglob("*.py") if APPS not in p.parents and "__pycache__" not in p.parts)
 
 
+@functools.cache
 def _imported(path: Path, root: Path) -> list[tuple[int, str]]:
     """Every module `path` imports (anywhere in it, inside functions too), resolved to its full name."""
     package = ".".join(path.relative_to(root).parent.parts)

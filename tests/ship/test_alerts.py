@@ -59,6 +59,7 @@ def test_every_alert_has_a_promtool_case_that_fires_and_one_that_stays_silent() 
     assert silent | fired == names
 
 
+@pytest.mark.slow  # a promtool run per mutation: one CI pass is enough (promtool reads no database)
 @pytest.mark.parametrize(
     ("mutation", "original"),
     [
