@@ -29,8 +29,8 @@ from pgwork.dsn import with_dbname
 from pgwork.models import NewJob
 from pgwork.operator.db import QueueCache, jobs_by_owner, sum_backlog
 from pgwork.operator.handlers import OperatorOptions
-from tests.operator import stories
-from tests.operator.harness import Emulator, eventually, running
+from tests.support import stories
+from tests.support.operator import Emulator, eventually, running
 
 
 def create_database(admin: str) -> tuple[str, str]:

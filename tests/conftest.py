@@ -8,6 +8,7 @@ template, so tests never see each other's rows.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +18,13 @@ import pytest
 
 os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pgwork-test-run-"))
 
-from pgtestkit import Databases
-
 from pgwork import embedded
-from pgwork.queue import Queue, migrate
+from pgwork.db import Queue, migrate
+from tests.support.cli import APPS
+from tests.support.db import Databases
+
+# The test apps (pgwork_test_app, reliability_app) are imported by module name, as `--app` does.
+sys.path.insert(0, str(APPS))
 
 
 @pytest.fixture(scope="session")

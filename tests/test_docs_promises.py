@@ -134,3 +134,14 @@ def test_every_documented_metric_is_exported() -> None:
 
 def test_every_exported_metric_is_documented() -> None:
     assert exported_metrics() - documented_metrics() == set(), "exported but missing from docs/metrics.md"
+
+
+@pytest.mark.parametrize(("package", "next_heading"), [("worker", "  operator/"), ("operator", "  tools/")])
+def test_the_architecture_map_names_every_module(package: str, next_heading: str) -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    start = text.index(f"\n  {package}/ ")
+    section = text[start : text.index(next_heading, start + 1)]
+    named = set(re.findall(r"^\s+(\w+\.py)\b", section, flags=re.MULTILINE))
+    files = {p.name for p in (ROOT / "pgwork" / package).glob("*.py")}
+    assert files - named == set(), f"docs/architecture.md's map: give each {package}/ module its line"
+    assert named - files == set(), f"docs/architecture.md's map names {package}/ modules that do not exist"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pgwork import embedded, sql_files
+from pgwork.db import Queue, migrate
 from pgwork.dsn import with_dbname
 from pgwork.models import Completion
-from pgwork.queue import Queue, migrate
 
 
 @pytest.mark.slow

@@ -30,9 +30,9 @@ from typing import Any
 from opentelemetry import trace
 
 from pgwork import tracing
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob
-from pgwork.queue import Queue
 from pgwork.validation import result_problem
 from pgwork.worker.attempt import Attempts
 from pgwork.worker.bookkeeping import Bookkeeper

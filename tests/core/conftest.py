@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
 from psycopg import sql
 
 from pgwork.db import grant
-
-MakeRole = Callable[..., str]
+from tests.support.db import MakeRole
 
 
 def _as(dsn: str, role: str) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.models import TypeStats
-from pgwork.queue import Queue
 from tests.support.rows import Rows
 
 

@@ -15,7 +15,7 @@ from pgwork.db import Queue
 from pgwork.db.bulk import BULK_THRESHOLD
 from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 # What a row says about a job, whichever path wrote it.

@@ -12,11 +12,11 @@ import psycopg
 import pytest
 
 from pgwork import sql_files
+from pgwork.db import Queue, migrate
 from pgwork.db.batches import DecidedFailure
 from pgwork.failure import decide_failure
 from pgwork.models import FailOutcome, Lease, failure_of
-from pgwork.queue import Queue, migrate
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 from tests.support.rows import Rows
 from tests.support.versions import at_version
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
-from pgwork.queue import Queue
 
 
 def test_sixteen_claimers_400_jobs_each_claimed_once(dsn: str) -> None:

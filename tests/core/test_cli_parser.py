@@ -9,7 +9,7 @@ import pytest
 
 from pgwork.cli_parser import explain, suggestion
 from pgwork.worker.options import OptionError, parse_options
-from tests.core.test_queue_cli import pgwork
+from tests.support.cli import pgwork
 
 COMMANDS = "'migrate', 'grant', 'enqueue', 'stats', 'running', 'worker', 'bench'"
 

@@ -12,12 +12,11 @@ import pytest
 from psycopg import sql
 
 from pgwork import sql_files
+from pgwork.db import Queue, migrate
 from pgwork.db.batches import DecidedFailure, StoredSuccess
 from pgwork.failure import decide_failure
 from pgwork.models import Completion, FailOutcome, Lease
-from pgwork.queue import Queue, migrate
-from tests.core.conftest import MakeRole
-from tests.core.test_migrate import V1_JOBS, _at_version_1, _by_key, _drop_roles, _snapshot
+from tests.support.db import V1_JOBS, MakeRole, at_version_1, by_key, drop_roles, snapshot
 from tests.support.rows import Rows
 
 
@@ -121,7 +120,7 @@ def test_finish_many_writes_successes_and_failures_in_one_transaction(queue: Que
 
 def _at_previous_version(dsn: str) -> int:
     """Migrations 1..latest-1 applied by hand, as an older pgwork left the database."""
-    _at_version_1(dsn)
+    at_version_1(dsn)
     previous = sql_files.latest_version() - 1
     with psycopg.connect(dsn) as conn:
         for migration in sql_files.migrations()[1:previous]:
@@ -138,10 +137,10 @@ def test_previous_version_with_jobs_in_every_state_gains_fail_many(empty_dsn: st
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(worker)))
         conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['worker'])", (worker,))
     try:
-        before = _snapshot(empty_dsn)
-        ids = _by_key(empty_dsn)
+        before = snapshot(empty_dsn)
+        ids = by_key(empty_dsn)
         assert migrate(empty_dsn) == list(range(previous + 1, sql_files.latest_version() + 1))
-        assert _snapshot(empty_dsn) == before  # every row, every column
+        assert snapshot(empty_dsn) == before  # every row, every column
         # The role granted the worker profile before the upgrade fails many through the new function.
         with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=worker)) as q:
             running = Lease(ids["running"], uuid.UUID("11111111-1111-1111-1111-111111111111"), "old-pod", 1, 5)
@@ -152,4 +151,4 @@ def test_previous_version_with_jobs_in_every_state_gains_fail_many(empty_dsn: st
         assert _state(empty_dsn, ids["running"])[:4] == ("pending", 1, None, "after the upgrade")
         assert _state(empty_dsn, ids["lapsed"])[0] == "running"
     finally:
-        _drop_roles(empty_dsn, [worker])
+        drop_roles(empty_dsn, [worker])

@@ -14,12 +14,12 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgwork import sql_files
+from pgwork.db import Queue, migrate
 from pgwork.db.batches import DecidedFailure
 from pgwork.failure import decide_failure
 from pgwork.models import Completion, FailOutcome, Lease, NewJob
-from pgwork.queue import Queue, migrate
 from pgwork.sql_files import latest_version
-from tests.core.test_migrate import V1_JOBS, _by_key, _snapshot
+from tests.support.db import V1_JOBS, by_key, snapshot
 from tests.support.versions import at_version
 
 RUNNING = "11111111-1111-1111-1111-111111111111"
@@ -37,10 +37,10 @@ def test_version_13_with_jobs_in_every_state_carries_forward_and_its_worker_stil
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(worker)))
         conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['worker'])", (worker,))
     try:
-        before = _snapshot(empty_dsn)
-        ids = _by_key(empty_dsn)
+        before = snapshot(empty_dsn)
+        ids = by_key(empty_dsn)
         assert migrate(empty_dsn) == list(range(14, latest_version() + 1))  # 14 and any later
-        assert _snapshot(empty_dsn) == before  # every row, every column
+        assert snapshot(empty_dsn) == before  # every row, every column
         # The role granted the worker profile at version 13 keeps its grants (CREATE OR REPLACE).
         with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=worker)) as q:
             held = Lease(ids["running"], uuid.UUID(RUNNING), "old-pod", 1, 5)

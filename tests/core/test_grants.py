@@ -12,11 +12,11 @@ import pytest
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from pgwork.db import GRANT_PROFILES, Queue, check_grantee, grant, new_token
 from pgwork.errors import InvalidArgument
 from pgwork.models import Completion, FailOutcome, LeaseState, NewJob
 from pgwork.operator.db import QueueCache, jobs_by_owner
-from pgwork.queue import GRANT_PROFILES, Queue, check_grantee, grant, new_token
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 
 Denied = psycopg.errors.InsufficientPrivilege
 

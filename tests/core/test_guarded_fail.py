@@ -8,9 +8,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.models import FailOutcome, Lease
-from pgwork.queue import Queue
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 
 APPLY = "SELECT status, available_at - now() AS wait FROM pgwork.set_state_if_held(%s, %s, %s, %s, %s, 'boom')"
 

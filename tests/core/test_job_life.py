@@ -9,9 +9,9 @@ import psycopg
 import pytest
 
 from pgwork.backoff import Backoff
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
 from pgwork.models import Completion, FailOutcome, LeaseState
-from pgwork.queue import Queue
 
 
 def _soon(seconds: float) -> datetime:

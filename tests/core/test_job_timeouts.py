@@ -13,12 +13,12 @@ import pytest
 
 from pgwork import App
 from pgwork.cli import main
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
 from pgwork.models import Completion, NewJob
-from pgwork.queue import Queue
 from pgwork.validation import check_timeout
-from tests.core.conftest import MakeRole
-from tests.core.test_producers import Producer
+from tests.support.db import MakeRole
+from tests.support.producers import Producer
 from tests.support.rows import Rows
 
 CONSTRAINT = "jobs_timeout_seconds_over_0_at_most_604800"

@@ -23,7 +23,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.jobfile import BadLine, parse_line
 from pgwork.models import NewJob
 from pgwork.validation import MAX_JSON_DEPTH, _json_problem, check_json
-from tests.core.test_queue_cli import ROOT, pgwork
+from tests.support.cli import ROOT, pgwork
 
 
 def _nested(depth: int) -> Any:

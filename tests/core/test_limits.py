@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from pgwork.db import Queue, claim_statement
 from pgwork.db.batches import DecidedFailure
 from pgwork.failure import decide_failure
 from pgwork.limits import Rate
 from pgwork.models import ClaimedJob, NewJob
-from pgwork.queue import Queue, claim_statement
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 
 CLAIMERS = 16
 Denied = psycopg.errors.InsufficientPrivilege

@@ -6,10 +6,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
 from pgwork.limits import Rate, check_limit, describe, format_rate, parse_rate
-from pgwork.queue import Queue
-from tests.core.test_queue_cli import pgwork
+from tests.support.cli import pgwork
 
 
 @pytest.mark.parametrize(
@@ -139,6 +139,7 @@ def test_cli_refuses_bad_limits_in_one_line(dsn: str, args: list[str], fragment:
         assert q.limits() == []
 
 
+@pytest.mark.slow
 def test_cli_sets_shows_and_clears(dsn: str) -> None:
     out = pgwork("limits", "set", "gpu", "--max-running", "4", "--rate", "60/m", dsn=dsn)
     assert (out.returncode, out.stdout.strip()) == (0, "limited gpu: at most 4 running, claims at most 60/m"), out

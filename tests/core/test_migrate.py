@@ -9,13 +9,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgtestkit import Databases
 from psycopg import sql
 
+from pgwork.db import Queue, grant, migrate
 from pgwork.errors import EncodingRefused, NotMigrated, SchemaTooNew
 from pgwork.models import Completion, FailOutcome, Lease, LeaseState
-from pgwork.queue import Queue, grant, migrate
 from pgwork.sql_files import latest_version
+from tests.support.db import V1_JOBS, Databases, at_version_1, by_key, drop_roles, snapshot
 from tests.support.versions import at_version
 
 
@@ -34,6 +34,7 @@ def _migrate_in_child(dsn: str, out: multiprocessing.Queue) -> None:  # type: ig
         out.put(repr(exc))
 
 
+@pytest.mark.slow
 def test_eight_processes_migrate_once(empty_dsn: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
@@ -97,10 +98,6 @@ V1_GRANTS = {
 V1_PROFILES = ("reader", "worker", "maintainer")
 
 
-def _at_version_1(dsn: str) -> None:
-    at_version(dsn, 1)
-
-
 def _v1_role(dsn: str, profile: str) -> str:
     role = f"pgwork_v1_{profile}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn) as conn:
@@ -110,72 +107,14 @@ def _v1_role(dsn: str, profile: str) -> str:
     return role
 
 
-def _drop_roles(dsn: str, roles: list[str]) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for role in roles:
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
-
-
-# One job in every state version 1 could leave behind, written as version 1's SQL did.
-V1_JOBS = """
-INSERT INTO pgwork.jobs (job_type, payload, status, attempt_count, max_attempts, available_at, started_at,
-                         completed_at, lease_owner, lease_token, lease_expires_at, heartbeat_at,
-                         cancel_requested_at, last_error, idempotency_key)
-VALUES ('t', '{"s": "ready"}', 'pending', 0, 5, now() - interval '1 min', NULL, NULL, NULL, NULL, NULL, NULL,
-        NULL, NULL, 'ready'),
-       ('t', '{"s": "scheduled"}', 'pending', 0, 5, now() + interval '1 day', NULL, NULL, NULL, NULL, NULL, NULL,
-        NULL, NULL, 'scheduled'),
-       ('t', '{"s": "retrying"}', 'pending', 2, 5, now() - interval '1 s', NULL, NULL, NULL, NULL, NULL, NULL,
-        NULL, 'boom', 'retrying'),
-       ('t', '{"s": "running"}', 'running', 1, 5, now(), now(), NULL, 'old-pod',
-        '11111111-1111-1111-1111-111111111111', now() + interval '1 hour', now(), NULL, NULL, 'running'),
-       ('t', '{"s": "stopping"}', 'running', 1, 5, now(), now(), NULL, 'old-pod',
-        '22222222-2222-2222-2222-222222222222', now() + interval '1 hour', now(), now(), NULL, 'stopping'),
-       ('t', '{"s": "lapsed"}', 'running', 1, 5, now(), now(), NULL, 'gone-pod',
-        '33333333-3333-3333-3333-333333333333', now() - interval '1 min', now(), NULL, NULL, 'lapsed'),
-       ('t', '{"s": "succeeded"}', 'succeeded', 1, 5, now(), now(), now(), 'old-pod', NULL, NULL, now(), NULL, NULL,
-        'succeeded'),
-       ('t', '{"s": "dead"}', 'dead', 5, 5, now(), now(), now(), 'old-pod', NULL, NULL, now(), NULL, 'gave up',
-        'dead'),
-       ('t', '{"s": "cancelled"}', 'cancelled', 0, 5, now(), NULL, now(), NULL, NULL, NULL, NULL, NULL, NULL,
-        'cancelled');
-INSERT INTO pgwork.job_results (idempotency_key, job_id, job_type, produced_by, result)
-SELECT idempotency_key, id, job_type, 'old-pod', '{"ok": true}' FROM pgwork.jobs WHERE status = 'succeeded';
-"""
-
-
-# Version 1's columns of pgwork.jobs: a later migration's new column (0010's timeout_seconds) is
-# NULL on every row it finds, which its own tests check; a snapshot compares what was there.
-V1_COLUMNS = (
-    "id, job_type, payload, status, priority, attempt_count, max_attempts, created_at, available_at, started_at, "
-    "completed_at, lease_owner, lease_token, lease_expires_at, heartbeat_at, cancel_requested_at, last_error, "
-    "idempotency_key, trace_context"
-)
-
-
-def _snapshot(dsn: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Every row's every value that is not NULL: a migration that adds a column (NULL in the rows
-    it finds) leaves the snapshot equal, one that changes or clears a value does not."""
-    with psycopg.connect(dsn) as conn:
-        jobs = conn.execute(f"SELECT {V1_COLUMNS} FROM pgwork.jobs ORDER BY id").fetchall()
-        results = conn.execute("SELECT * FROM pgwork.job_results ORDER BY idempotency_key").fetchall()
-    return jobs, results
-
-
-def _by_key(dsn: str) -> dict[str, int]:
-    with psycopg.connect(dsn) as conn:
-        return {k: i for k, i in conn.execute("SELECT idempotency_key, id FROM pgwork.jobs").fetchall()}
-
-
 def test_version_1_database_with_jobs_in_every_state_migrates_intact_and_workable(empty_dsn: str) -> None:
-    _at_version_1(empty_dsn)
+    at_version_1(empty_dsn)
     with psycopg.connect(empty_dsn) as conn:
         conn.execute(V1_JOBS)
-    before = _snapshot(empty_dsn)
-    ids = _by_key(empty_dsn)
+    before = snapshot(empty_dsn)
+    ids = by_key(empty_dsn)
     assert migrate(empty_dsn) == list(range(2, latest_version() + 1))
-    assert _snapshot(empty_dsn) == before  # every row, every column
+    assert snapshot(empty_dsn) == before  # every row, every column
 
     with Queue(empty_dsn) as q:
         # The lease a version-1 worker held still fences, and still finishes its job.
@@ -200,7 +139,7 @@ def test_version_1_database_with_jobs_in_every_state_migrates_intact_and_workabl
 
 
 def test_version_1_roles_keep_working_without_their_direct_writes(empty_dsn: str) -> None:
-    _at_version_1(empty_dsn)
+    at_version_1(empty_dsn)
     roles = {p: _v1_role(empty_dsn, p) for p in V1_PROFILES}
     try:
         with psycopg.connect(empty_dsn) as conn:
@@ -233,14 +172,14 @@ def test_version_1_roles_keep_working_without_their_direct_writes(empty_dsn: str
                         conn.execute(statement)  # type: ignore[arg-type]
             assert profile
     finally:
-        _drop_roles(empty_dsn, list(roles.values()))
+        drop_roles(empty_dsn, list(roles.values()))
 
 
 def test_migrate_as_a_worker_is_a_no_op_when_current_and_one_line_when_behind(empty_dsn: str, dsn: str) -> None:
     role = f"pgwork_w_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-    _at_version_1(empty_dsn)
+    at_version_1(empty_dsn)
     try:
         grant(dsn, role, "worker")
         # A worker pod's migrate init container: current schema, no DDL rights, success.
@@ -258,7 +197,7 @@ def test_migrate_as_a_worker_is_a_no_op_when_current_and_one_line_when_behind(em
     finally:
         with psycopg.connect(empty_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-        _drop_roles(dsn, [role])
+        drop_roles(dsn, [role])
 
 
 def _at_version_2(dsn: str) -> None:
@@ -273,10 +212,10 @@ def test_version_2_database_with_jobs_in_every_state_moves_to_the_guarded_fail(e
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(worker)))
         conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['worker'])", (worker,))
     try:
-        before = _snapshot(empty_dsn)
-        ids = _by_key(empty_dsn)
+        before = snapshot(empty_dsn)
+        ids = by_key(empty_dsn)
         assert migrate(empty_dsn) == list(range(3, latest_version() + 1))
-        assert _snapshot(empty_dsn) == before  # every row, every column
+        assert snapshot(empty_dsn) == before  # every row, every column
         with psycopg.connect(empty_dsn) as conn:
             assert conn.execute(
                 "SELECT to_regprocedure('pgwork.fail(bigint, uuid, text, float8, timestamptz)')"
@@ -310,7 +249,7 @@ def test_version_2_database_with_jobs_in_every_state_moves_to_the_guarded_fail(e
             "scheduled": "pending",
         }
     finally:
-        _drop_roles(empty_dsn, [worker])
+        drop_roles(empty_dsn, [worker])
 
 
 def _row_status(dsn: str, job_id: int) -> tuple[Any, ...]:
@@ -343,10 +282,10 @@ def test_previous_version_with_jobs_in_every_state_gains_the_typed_claim_and_the
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(reader)))
         conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['reader'])", (reader,))
     try:
-        before = _snapshot(empty_dsn)
-        ids = _by_key(empty_dsn)
+        before = snapshot(empty_dsn)
+        ids = by_key(empty_dsn)
         assert migrate(empty_dsn) == list(range(previous + 1, latest_version() + 1))
-        assert _snapshot(empty_dsn) == before  # every row, every column
+        assert snapshot(empty_dsn) == before  # every row, every column
 
         # The reader granted before the upgrade reads the capped backlog without a new grant.
         with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=reader)) as q:
@@ -368,7 +307,7 @@ def test_previous_version_with_jobs_in_every_state_gains_the_typed_claim_and_the
             indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'jobs'")}
         assert {"jobs_claim_idx", "jobs_claim_type_idx", "jobs_pending_due_idx", "jobs_dead_type_idx"} <= indexes
     finally:
-        _drop_roles(empty_dsn, [reader])
+        drop_roles(empty_dsn, [reader])
 
 
 def _at_version(dsn: str, version: int) -> None:
@@ -381,10 +320,10 @@ def test_version_3_database_moves_to_hot_heartbeats_with_every_job_intact(empty_
     with psycopg.connect(empty_dsn) as conn:
         conn.execute(V1_JOBS)
         assert conn.execute("SELECT to_regclass('pgwork.jobs_lease_idx')").fetchone() != (None,)
-    before = _snapshot(empty_dsn)
-    ids = _by_key(empty_dsn)
+    before = snapshot(empty_dsn)
+    ids = by_key(empty_dsn)
     assert migrate(empty_dsn)[0] == 4
-    assert _snapshot(empty_dsn) == before
+    assert snapshot(empty_dsn) == before
     with psycopg.connect(empty_dsn) as conn:
         assert conn.execute("SELECT to_regclass('pgwork.jobs_lease_idx')").fetchone() == (None,)
     with Queue(empty_dsn) as q:

@@ -14,7 +14,7 @@ from pgwork import sql_files
 from pgwork.db import Queue, migrate
 from pgwork.models import PruneProgress
 from pgwork.sql_files import latest_version
-from tests.core.test_migrate import V1_JOBS, _by_key, _drop_roles, _snapshot
+from tests.support.db import V1_JOBS, by_key, drop_roles, snapshot
 
 MIGRATION = "batched_prune"
 
@@ -44,16 +44,16 @@ def test_a_database_with_jobs_in_every_state_migrates_and_its_reaper_prunes_in_b
             "UPDATE pgwork.jobs SET completed_at = now() - interval '30 days' WHERE status IN ('succeeded', 'dead')"
         )
     try:
-        before = _snapshot(empty_dsn)
-        ids = _by_key(empty_dsn)
+        before = snapshot(empty_dsn)
+        ids = by_key(empty_dsn)
         assert migrate(empty_dsn) == list(range(version, latest_version() + 1))
-        assert _snapshot(empty_dsn) == before  # every row, every column
+        assert snapshot(empty_dsn) == before  # every row, every column
 
         heard: list[PruneProgress] = []
         with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=reaper)) as q:
             assert q.prune(timedelta(days=7), statuses=["succeeded", "dead"], on_progress=heard.append) == 2
         assert [(p.status, p.deleted, p.total) for p in heard] == [("succeeded", 1, 1), ("dead", 1, 2)]
-        left = set(_by_key(empty_dsn))
+        left = set(by_key(empty_dsn))
         assert left == set(ids) - {"succeeded", "dead"}  # the cancelled job finished just now: kept
 
         with (
@@ -62,7 +62,7 @@ def test_a_database_with_jobs_in_every_state_migrates_and_its_reaper_prunes_in_b
         ):
             q.prune(timedelta(0), statuses=["cancelled"])
     finally:
-        _drop_roles(empty_dsn, [reaper, reader])
+        drop_roles(empty_dsn, [reaper, reader])
 
 
 def test_batches_resume_where_the_last_stopped_and_stay_within_their_age(queue: Queue, dsn: str) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import Queue, claim_statement
 from pgwork.models import NewJob
-from pgwork.queue import Queue, claim_statement
 
 
 def _explain_claim(dsn: str) -> dict[str, Any]:

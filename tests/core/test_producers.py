@@ -20,55 +20,11 @@ from pgwork.db import migrate
 from pgwork.errors import InvalidArgument, NotMigrated
 from pgwork.models import Completion, NewJob
 from pgwork.sql_files import migrations
-from tests.core.conftest import MakeRole
-from tests.core.test_migrate import V1_JOBS, _by_key, _snapshot
+from tests.support.db import V1_JOBS, MakeRole, by_key, snapshot
+from tests.support.producers import Producer
 from tests.support.rows import Rows
 from tests.support.waiters import waiter_has_read
 from tests.support.waiting import wait_for
-
-
-class Producer:
-    """One face over both: `call(name, *args, **kwargs)` runs the method, awaiting it for async;
-    `in_transaction(commit, fn)` runs fn(queue, conn) inside a caller-owned transaction."""
-
-    def __init__(self, flavour: str, dsn: str) -> None:
-        self.flavour = flavour
-        self.dsn = dsn
-        self.loop = asyncio.new_event_loop()
-        self.sync: Queue | None = None
-        self.aqueue: AsyncQueue | None = None
-        if flavour == "sync":
-            self.sync = Queue(dsn)
-        else:
-            self.aqueue = self.loop.run_until_complete(AsyncQueue.open(dsn))
-
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        if self.sync is not None:
-            return getattr(self.sync, name)(*args, **kwargs)
-        return self.loop.run_until_complete(getattr(self.aqueue, name)(*args, **kwargs))
-
-    def enqueue_in_transaction(self, commit: bool, job_type: str) -> int:
-        if self.sync is not None:
-            with psycopg.connect(self.dsn) as conn:
-                job_id = self.sync.enqueue(job_type, {"t": 1}, conn=conn)
-                conn.commit() if commit else conn.rollback()
-            return job_id
-
-        async def run() -> int:
-            async with await psycopg.AsyncConnection.connect(self.dsn) as conn:
-                assert self.aqueue is not None
-                job_id = await self.aqueue.enqueue(job_type, {"t": 1}, conn=conn)
-                await (conn.commit() if commit else conn.rollback())
-            return job_id
-
-        return self.loop.run_until_complete(run())
-
-    def close(self) -> None:
-        if self.sync is not None:
-            self.sync.close()
-        if self.aqueue is not None:
-            self.loop.run_until_complete(self.aqueue.close())
-        self.loop.close()
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -256,10 +212,10 @@ def test_previous_version_with_jobs_in_every_state_migrates_and_its_producers_ca
             conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
             conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY[%s])", (name, profile))
     try:
-        before = _snapshot(empty_dsn)
-        ids = _by_key(empty_dsn)
+        before = snapshot(empty_dsn)
+        ids = by_key(empty_dsn)
         assert migrate(empty_dsn)[0] == version
-        assert _snapshot(empty_dsn) == before  # every row, every column
+        assert snapshot(empty_dsn) == before  # every row, every column
         as_producer = psycopg.conninfo.make_conninfo(empty_dsn, user=role)
         from pgwork.db.wait import wait_for_job
 

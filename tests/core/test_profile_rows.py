@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgwork.queue import grant, migrate
-from tests.core.conftest import MakeRole
+from pgwork.db import grant, migrate
+from tests.support.db import MakeRole
 from tests.support.versions import at_version
 
 Denied = psycopg.errors.InsufficientPrivilege

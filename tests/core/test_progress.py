@@ -15,7 +15,7 @@ from pgwork.db import Queue, new_token
 from pgwork.errors import InvalidArgument
 from pgwork.models import Lease, LeaseState
 from pgwork.progress import MAX_CHECKPOINT_BYTES, MAX_NOTE_CHARS, Progress, check_progress, checkpoint_json
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 from tests.support.rows import Rows
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -246,3 +246,7 @@ def test_pgwork_queue_still_imports_what_it_did_from_pgwork_db() -> None:
 
     for name in ("Queue", "migrate", "grant", "connect", "claim_statement", "Listener", "AnyConnection", "new_token"):
         assert getattr(pgwork.queue, name) is getattr(pgwork.db, name)
+    # The shim for users re-exports every name it lists, each the very object pgwork.db holds.
+    assert {n: getattr(pgwork.queue, n) for n in pgwork.queue.__all__} == {
+        n: getattr(pgwork.db, n) for n in pgwork.queue.__all__
+    }

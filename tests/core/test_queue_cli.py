@@ -3,36 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from pgwork.db import Queue
 from pgwork.sql_files import latest_version
+from tests.support.cli import pgwork
 from tests.support.rows import Rows
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def pgwork(*args: str, dsn: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    full_env["PYTHONPATH"] = str(ROOT)
-    if dsn is not None:
-        full_env["DATABASE_URL"] = dsn
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "pgwork.cli", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=60,
-        check=False,
-    )
 
 
 def _jobs(dsn: str) -> int:
@@ -42,6 +21,7 @@ def _jobs(dsn: str) -> int:
     return int(row[0])
 
 
+@pytest.mark.slow
 def test_migrate_enqueue_and_ask(empty_dsn: str) -> None:
     assert f"applied migrations {list(range(1, latest_version() + 1))}" in pgwork("migrate", dsn=empty_dsn).stdout
     assert "already up to date" in pgwork("--dsn", empty_dsn, "migrate").stdout
@@ -143,8 +123,9 @@ def _raw_controls(text: str) -> list[str]:
     return [c for c in text if c not in "\n" and unicodedata.category(c) in ("Cc", "Cf")]
 
 
+@pytest.mark.slow
 def test_tables_escape_control_characters_from_job_data(dsn: str) -> None:
-    from pgwork.queue import Queue
+    from pgwork.db import Queue
 
     with Queue(dsn, pool_size=1) as q:
         dead = q.enqueue(HOSTILE, {"n": 1}, max_attempts=1)
@@ -219,6 +200,7 @@ def test_prune_refuses_a_bare_number_and_keeps_dead_jobs_by_default(dsn: str) ->
     assert _statuses(dsn) == []
 
 
+@pytest.mark.slow
 def test_stats_caps_counts_unless_exact_and_answers_every_type_asked_for(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         conn.execute(

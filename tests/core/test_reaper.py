@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument, Unreachable
 from pgwork.models import Reclaimed
-from pgwork.queue import Queue
 from pgwork.reaper import Reaper, ReaperConfig, another_round_fits
 
 

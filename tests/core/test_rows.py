@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from tests.support.rows import Rows
 
 

@@ -13,14 +13,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgwork.db import Queue
+from pgwork.db import Queue, migrate
 from pgwork.errors import InvalidArgument
 from pgwork.models import ClaimedJob, Completion, Lease, LeaseState, WorkerLease
 from pgwork.progress import Progress
-from pgwork.queue import migrate
 from pgwork.sql_files import latest_version
-from tests.core.conftest import MakeRole
-from tests.core.test_migrate import V1_JOBS, _by_key, _snapshot
+from tests.support.db import V1_JOBS, MakeRole, by_key, snapshot
 from tests.support.plans import plan_nodes
 from tests.support.versions import at_version
 
@@ -429,10 +427,10 @@ def test_the_previous_version_with_jobs_in_every_state_gains_worker_leases(empty
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(worker_role)))
         conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY['worker'])", (worker_role,))
     try:
-        before = _snapshot(empty_dsn)
-        ids = _by_key(empty_dsn)
+        before = snapshot(empty_dsn)
+        ids = by_key(empty_dsn)
         assert migrate(empty_dsn) == list(range(previous + 1, latest_version() + 1))
-        assert _snapshot(empty_dsn) == before  # every row, every column
+        assert snapshot(empty_dsn) == before  # every row, every column
 
         # The worker granted before the upgrade registers and renews without a new grant.
         with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=worker_role)) as q:

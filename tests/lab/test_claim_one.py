@@ -9,8 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import Queue, claim_statement
 from pgwork.models import NewJob
-from pgwork.queue import Queue, claim_statement
 from tests.support.plans import plan_nodes
 
 

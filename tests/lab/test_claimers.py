@@ -6,8 +6,8 @@ from pathlib import Path
 
 import psycopg
 
+from pgwork.db import Queue
 from pgwork.models import NewJob
-from pgwork.queue import Queue
 from pgwork.tools.lab.claimers import ClaimerFleet, ClaimerSpec, preload
 from pgwork.tools.lab.labdb import JOB_TYPE
 

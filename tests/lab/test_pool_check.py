@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pgwork.queue import Queue, check_idle_connection, connect
+from pgwork.db import Queue, check_idle_connection, connect
 from tests.support.waiting import wait_for
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from pgwork.errors import InvalidArgument
 from pgwork.tools.lab import claims, drain, pivot, report, results
 from pgwork.tools.lab.claimers import ClaimerSpec, WorkerReport, _claimed
+from pgwork.tools.lab.command import new_run_folder
 from pgwork.tools.lab.history import claim_scan, describe_plan, find_buffers
 from pgwork.tools.lab.labdb import LabDatabase
 from pgwork.tools.lab.results import Measurement, Row
@@ -294,3 +296,13 @@ def test_a_section_from_another_server_says_which() -> None:
         "_Run 20261203T2 (full mode)._\n\n"  # the newest run's server is the one under Machine
         "_Run 20261202T9 (quick mode)._\n"  # no machine rows for it: nothing to say
     )
+
+
+def test_benchs_default_folder_is_ignored_by_git(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    out = new_run_folder(tmp_path, "20260101T000000Z")
+    (out / "results").mkdir()
+    (out / "results" / "benchmark.csv").write_text("x\n")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.name == "pgwork-bench-20260101T000000Z"
+    assert status.stdout == ""

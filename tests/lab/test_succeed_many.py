@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from pgwork.db import Queue, new_token
 from pgwork.errors import InvalidArgument
 from pgwork.models import Completion, NewJob
-from pgwork.queue import Queue, new_token
 
 
 def test_each_held_lease_succeeds_and_writes_its_result(queue: Queue) -> None:

@@ -7,8 +7,8 @@ import pytest
 
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.operator.kube import Kube, KubeError
-from tests.operator import stories
-from tests.operator.harness import Emulator, OperatorThread, eventually, record_calls, running
+from tests.support import stories
+from tests.support.operator import Emulator, OperatorThread, eventually, record_calls, running
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from pgwork.cli import main
-from tests.operator import stories
-from tests.operator.harness import Emulator, eventually, record_calls
+from tests.support import stories
+from tests.support.operator import Emulator, eventually, record_calls
 
 
 def test_operator_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import psycopg.conninfo
 import pytest
 
+from pgwork.db import Queue
 from pgwork.limits import Rate
 from pgwork.models import NewJob
 from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, sum_backlog
 from pgwork.operator.scaling import LimitedWork, recommend
 from pgwork.operator.spec import ScalingSpec
-from pgwork.queue import Queue
 
 
 def test_backlog_sums_only_the_queues_job_types_and_share_one_reading(dsn: str, queue: Queue) -> None:

@@ -15,13 +15,13 @@ from importlib import resources
 import pytest
 import yaml
 
+from pgwork.db import Queue
 from pgwork.models import NewJob
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.operator.kube import Kube, KubeError, default_configuration
 from pgwork.operator.render import DELETION_COST
-from pgwork.queue import Queue
-from tests.operator import stories
-from tests.operator.harness import OperatorThread, eventually
+from tests.support import stories
+from tests.support.operator import OperatorThread, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from pgwork.db import Queue
 from pgwork.models import NewJob
 from pgwork.operator.kube import Kube
 from pgwork.operator.permissions import denied, load_rules
 from pgwork.operator.render import DELETION_COST
-from pgwork.queue import Queue
-from tests.operator import stories
-from tests.operator.harness import Emulator, OperatorThread, eventually
+from tests.support import stories
+from tests.support.operator import Emulator, OperatorThread, eventually
 from tests.support.waiting import stays
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,9 @@ from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube
 from pgwork.operator.render import render_all
 from pgwork.operator.spec import parse_spec
-from tests.operator import stories
-from tests.operator.harness import OperatorThread, eventually
-from tests.operator.test_operator_crd import assert_agree
+from tests.support import stories
+from tests.support.crd import assert_agree
+from tests.support.operator import OperatorThread, eventually
 
 EXAMPLE_PATH = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "jobqueue-gpu.yaml"
 GENERATED = ["--app", "--job-types", "--concurrency", "--lease", "--heartbeat", "--metrics-port", "--grace", "--id"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from pgwork.db import Queue
 from pgwork.models import NewJob
 from pgwork.operator.kube import Kube
-from pgwork.queue import Queue
-from tests.operator import stories
-from tests.operator.harness import OperatorThread, eventually
+from tests.support import stories
+from tests.support.operator import OperatorThread, eventually
 
 pytestmark = pytest.mark.slow
 

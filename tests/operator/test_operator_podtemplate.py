@@ -14,8 +14,8 @@ from pgwork.operator import podtemplate
 from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube
 from pgwork.operator.render import CONTAINER_SECURITY, TMP_MOUNT, render_all, selector_labels
-from tests.operator import stories
-from tests.operator.harness import OperatorThread, eventually
+from tests.support import stories
+from tests.support.operator import OperatorThread, eventually
 from tests.support.waiting import stays
 
 SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}

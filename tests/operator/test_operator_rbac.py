@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pgwork.operator.permissions import denied, granted, load_rules, required_permissions
-from tests.operator.harness import record_calls
+from tests.support.operator import record_calls
 
 RBAC = Path(__file__).parents[2] / "pgwork" / "operator" / "rbac.yaml"
 

@@ -9,8 +9,8 @@ import pytest
 
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.operator.kube import Kube
-from tests.operator import stories
-from tests.operator.harness import Emulator, eventually, record_calls, running
+from tests.support import stories
+from tests.support.operator import Emulator, eventually, record_calls, running
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from pgwork.models import NewJob
 from pgwork.operator.fields import SpecError
 from pgwork.operator.spec import parse_spec
 from pgwork.tools.chaos.server import PrivateServer
-from tests.reliability.helpers import env, one_line_error, pgwork, worker
+from tests.support.cli import env, one_line_error, pgwork, worker
 from tests.support.waiting import stays, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

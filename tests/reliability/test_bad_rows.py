@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.decoding import Undecodable
-from pgwork.queue import Queue
-from tests.reliability.helpers import pgwork, worker
+from tests.support.cli import pgwork, worker
 
 DEEP_JSON = '{"doc": ' + "[" * 5000 + "]" * 5000 + "}"
 LONG_NUMBER = '{"n": 1' + "0" * 5000 + "}"
@@ -95,6 +95,7 @@ def test_queue_reads_undecodable_rows_as_markers(dsn: str) -> None:
         assert claimed.id == job_id and isinstance(claimed.payload, Undecodable)
 
 
+@pytest.mark.slow
 def test_timestamps_python_cannot_hold_do_not_stop_the_commands(dsn: str) -> None:
     """A dead job completed in the year 20000 and a running job started then: `pgwork dead`,
     `running` and `stats` still answer, in tables and in strict JSON."""

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from pgwork.db import Queue
 from pgwork.models import Completion
-from pgwork.queue import Queue
 from pgwork.tools.chaos import SQL, invariants
 from pgwork.tools.chaos.invariants import REAPER_APP, InvariantCounts, violations
 from tests.support.waiting import wait_for

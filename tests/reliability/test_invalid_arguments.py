@@ -14,10 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
-from pgwork.queue import Queue
-from tests.reliability.helpers import ROOT, env, one_line_error
+from tests.support.cli import ROOT, env, one_line_error
 from tests.support.rows import Rows
 
 DEEP: Any = {}

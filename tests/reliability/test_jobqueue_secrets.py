@@ -20,8 +20,8 @@ from prometheus_client import generate_latest
 
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.operator.kube import Kube
-from tests.operator import stories
-from tests.operator.harness import Emulator, OperatorThread, eventually, running
+from tests.support import stories
+from tests.support.operator import Emulator, OperatorThread, eventually, running
 
 pytestmark = pytest.mark.slow
 

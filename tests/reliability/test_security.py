@@ -17,14 +17,14 @@ import pytest
 import yaml
 from psycopg import sql
 
+from pgwork.db import Queue, migrate
 from pgwork.dsn import redact
 from pgwork.errors import Unreachable
 from pgwork.operator import render
 from pgwork.operator.db import explain
 from pgwork.operator.spec import parse_spec
-from pgwork.queue import Queue, migrate
 from pgwork.tools.chaos.server import PrivateServer
-from tests.reliability.helpers import env, one_line_error, pgwork
+from tests.support.cli import env, one_line_error, pgwork
 from tests.support.waiting import wait_for
 
 OPERATOR_DIR = Path(__file__).resolve().parents[2] / "pgwork" / "operator"
@@ -75,6 +75,7 @@ def _worker_cmd(worker_id: str, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_worker_runs_under_the_worker_profile_and_can_do_nothing_else(database: Database) -> None:
     with Queue(database.owner_dsn, pool_size=1) as q:
         ok = q.enqueue("echo", {"n": 1})
@@ -162,6 +163,7 @@ def test_worker_with_only_the_reader_profile_stops_with_a_clear_line(
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))
 
 
+@pytest.mark.slow
 def test_reaper_profile_runs_the_cronjobs_and_nothing_else(private_server: PrivateServer, database: Database) -> None:
     dbname = str(psycopg.conninfo.conninfo_to_dict(database.owner_dsn)["dbname"])
     reaper = f"reaper_{uuid.uuid4().hex[:8]}"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.ship.support import MONITORING, ROOT, contract_metrics, load_yaml, metrics_in, require, run
+from tests.support.ship import MONITORING, ROOT, contract_metrics, load_yaml, metrics_in, require, run
 
 RULES = MONITORING / "prometheus" / "pgwork-alerts.yaml"
 RULE_TESTS = MONITORING / "prometheus" / "pgwork-alerts.test.yaml"
@@ -59,6 +59,7 @@ def test_every_alert_has_a_promtool_case_that_fires_and_one_that_stays_silent() 
     assert silent | fired == names
 
 
+@pytest.mark.slow  # a promtool run per mutation: one CI pass is enough (promtool reads no database)
 @pytest.mark.parametrize(
     ("mutation", "original"),
     [

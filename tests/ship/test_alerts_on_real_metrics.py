@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pgwork.operator.db import QueueBacklog
 from pgwork.operator.metrics import OperatorMetrics
-from tests.ship.support import MONITORING, contract_metrics, load_yaml, require, run
+from tests.support.ship import MONITORING, contract_metrics, load_yaml, require, run
 
 RULES = MONITORING / "prometheus" / "pgwork-alerts.yaml"
 

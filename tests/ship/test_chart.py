@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from pgwork.operator import command, render
-from tests.ship.support import (
+from tests.support.ship import (
     CHART,
     KUBERNETES_VERSIONS,
     MONITORING,
@@ -385,7 +385,7 @@ def _rbac_objects(*args: str) -> list[dict[str, Any]]:
 
 def test_cluster_scope_by_default_reads_secrets_in_every_namespace() -> None:
     """What docs/install.md says cluster-wide mode grants: `get secrets` cluster-wide (never list/watch)."""
-    from tests.ship.rbac_check import allows
+    from tests.support.rbac import allows
 
     (cluster_role,) = by_kind(_rbac_objects(), "ClusterRole")
     assert allows(cluster_role["rules"], "get", "", "secrets")
@@ -396,7 +396,7 @@ def test_cluster_scope_by_default_reads_secrets_in_every_namespace() -> None:
 
 def test_secret_access_can_be_limited_to_the_listed_namespaces() -> None:
     from pgwork.operator.permissions import required_permissions
-    from tests.ship.rbac_check import allows, expand
+    from tests.support.rbac import allows, expand
 
     objects = _rbac_objects("-f", str(CHART / "ci" / "secret-namespaces-values.yaml"))
     (cluster_role,) = by_kind(objects, "ClusterRole")

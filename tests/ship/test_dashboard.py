@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.ship.support import MONITORING, contract_metrics, load_script, metrics_in, require, run
+from tests.support.scripts import load_script
+from tests.support.ship import MONITORING, contract_metrics, metrics_in, require, run
 
 build_dashboard = load_script("build_dashboard")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.ship.support import CHART, ROOT, load_yaml
+from tests.support.ship import CHART, ROOT, load_yaml
 
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 import yaml
 
-from pgwork.queue import Queue
-from tests.ship.support import ROOT, load_yaml
+from pgwork.db import Queue
+from tests.support.ship import ROOT, load_yaml
 
 DOCS = ROOT / "docs"
 SHIP_DOCS = ["install.md", "jobqueue-reference.md", "keda.md", "grafana.md", "runbooks.md"]

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.ship.support import CHART, ROOT, require, run
+from tests.support.ship import CHART, ROOT, require, run
 
 pytestmark = pytest.mark.e2e
 

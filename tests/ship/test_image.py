@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 from pgwork.tools.demo import JOB_TYPE, invoices
-from tests.ship.support import ROOT
+from tests.support.ship import ROOT
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow

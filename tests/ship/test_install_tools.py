@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ship.support import ROOT, run, tool
+from tests.support.ship import ROOT, run, tool
 
 SCRIPT = ROOT / ".ci" / "install-tools.sh"
 

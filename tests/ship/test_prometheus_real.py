@@ -35,14 +35,14 @@ import pytest
 import yaml
 
 from pgwork import embedded
+from pgwork.db import Queue, migrate
 from pgwork.operator.db import POLL_POOL_TIMEOUT
 from pgwork.operator.handlers import OperatorOptions
-from pgwork.queue import Queue, migrate
-from tests.operator import stories
-from tests.operator.harness import Emulator, collect_leftovers, running
-from tests.ship.support import MONITORING
+from tests.support import stories
+from tests.support.operator import Emulator, collect_leftovers, running
+from tests.support.ship import MONITORING
 from tests.support.waiting import wait_for
-from tests.worker.workerkit import WorkerProcess, start_worker
+from tests.support.workers import WorkerProcess, start_worker
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from pgwork.operator.permissions import required_permissions
-from tests.ship.rbac_check import allows, expand, wildcards
-from tests.ship.support import CHART, ROOT, ci_values, helm_template, load_script, load_yaml
+from tests.support.rbac import allows, expand, wildcards
+from tests.support.scripts import load_script
+from tests.support.ship import CHART, ROOT, ci_values, helm_template, load_yaml
 
 sync_chart = load_script("sync_chart")
 

@@ -10,7 +10,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.ship.support import CHART, KUBERNETES_VERSIONS, ROOT, load_script, load_yaml, require
+from tests.support.scripts import load_script
+from tests.support.ship import CHART, KUBERNETES_VERSIONS, ROOT, load_yaml, require
 
 sync_chart = load_script("sync_chart")
 reference = load_script("gen_jobqueue_reference")

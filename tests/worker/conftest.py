@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from workerkit import Kind, Spawn, WorkerProcess, start_worker
+
+from tests.support.workers import Kind, Spawn, WorkerProcess, start_worker
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -11,7 +11,6 @@ import time
 
 import psycopg
 import pytest
-from workerkit import ROOT, worker_env
 
 import pgwork
 from pgwork.errors import InvalidArgument, JobFailed, WaitTimeout
@@ -19,6 +18,7 @@ from pgwork.worker.command import WorkerUsageError, load_app
 from pgwork.worker.registry import REGISTRY
 from tests.support.waiters import waiter_has_read
 from tests.support.waiting import wait_for
+from tests.support.workers import ROOT, worker_env
 
 
 def _burst_cli(dsn: str, target: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import psycopg
-from workerkit import ROOT, worker_env
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from pgwork.worker.command import import_app
 from pgwork.worker.registry import REGISTRY
+from tests.support.workers import ROOT, worker_env
 
 # Where the lab's crash app lives: before and after its move under pgwork/tools.
 LAB_APPS = ("pgwork.tools.lab.crash_app", "pgwork.lab.crash_app")

@@ -17,17 +17,16 @@ from typing import Any
 
 import pgwork_test_app
 import pytest
-from workerkit import Kind
 
 import pgwork
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
-from pgwork.queue import Queue
 from pgwork.worker.holdings import HeldState
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import REGISTRY, Job, Registry, is_async_callable
 from pgwork.worker.runtime import Worker
 from tests.support.waiting import wait_for
-from tests.worker.test_outcomes import run_burst
+from tests.support.workers import Kind, run_burst
 
 
 def test_n_jobs_run_at_once_up_to_the_concurrency(queue: Queue, kind: Kind) -> None:

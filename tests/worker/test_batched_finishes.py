@@ -7,13 +7,13 @@ from __future__ import annotations
 import pgwork_test_app  # noqa: F401 - registers the handlers
 import psycopg
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from pgwork.worker.heartbeat import Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.registry import Job
 from tests.support.rows import Rows
-from tests.worker.test_outcomes import run_burst
+from tests.support.workers import run_burst
 
 
 def test_many_jobs_share_a_write_and_each_lands_once(queue: Queue) -> None:

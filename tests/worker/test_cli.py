@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from workerkit import ROOT, worker_command, worker_env
+
+from tests.support.workers import ROOT, worker_command, worker_env
 
 
 @pytest.mark.parametrize(

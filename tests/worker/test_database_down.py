@@ -15,11 +15,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from workerkit import WorkerProcess, free_port, start_worker
 
-from pgwork.queue import Queue, migrate
+from pgwork.db import Queue, migrate
 from pgwork.tools.chaos import server as private
 from tests.support.waiting import wait_for
+from tests.support.workers import WorkerProcess, free_port, start_worker
 
 GRACE = 3.0
 # The bound docs/worker.md promises: --grace, then at most this long to give up on the writes.
@@ -150,6 +150,7 @@ def test_a_worker_starting_with_the_database_down_gives_up_with_one_line(tmp_pat
     assert "Traceback" not in log
 
 
+@pytest.mark.slow
 def test_sigterm_while_still_connecting_exits_at_once(tmp_path: Path) -> None:
     started: list[WorkerProcess] = []
     w = start_worker(nowhere_dsn(), tmp_path, started, "--connect-patience", "5m")

@@ -10,10 +10,10 @@ from decimal import Decimal
 
 import psycopg
 import pytest
-from workerkit import ROOT
 
 from pgwork.tools.demo import invoices
 from pgwork.tools.demo.command import plan
+from tests.support.workers import ROOT
 
 
 @pytest.mark.parametrize("seed", range(25))

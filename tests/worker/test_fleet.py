@@ -8,12 +8,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from workerkit import HERE, Spawn
 
+from pgwork.db import Queue
 from pgwork.models import NewJob
-from pgwork.queue import Queue
 from pgwork.tools.fleet import PACKAGE_ROOT, WorkerFleet, worker_env
+from tests.support.cli import APPS
 from tests.support.waiting import wait_for
+from tests.support.workers import Spawn
 
 
 @pytest.mark.slow
@@ -70,7 +71,7 @@ def test_worker_env_isolated_drops_libpq_variables_and_keeps_our_package_first()
 
 def test_a_fleet_worker_connects_through_the_environment_with_nothing_on_argv(queue: Queue, tmp_path: Path) -> None:
     job_id = queue.enqueue("noop", {"n": 1})
-    with WorkerFleet(_with_secret(queue.dsn), "pgwork_test_app", tmp_path, pythonpath=(str(HERE),)) as fleet:
+    with WorkerFleet(_with_secret(queue.dsn), "pgwork_test_app", tmp_path, pythonpath=(str(APPS),)) as fleet:
         worker = fleet.start("fleet-w1", "--no-listen", "--poll", "0.1s")
         # What `ps` shows every local user: the command line, read once the child has exec'd.
         cmdline = wait_for(
@@ -88,7 +89,7 @@ def test_a_fleet_worker_connects_through_the_environment_with_nothing_on_argv(qu
 
 
 def test_kill_is_sigkill_and_a_name_cannot_run_twice(queue: Queue, tmp_path: Path) -> None:
-    with WorkerFleet(queue.dsn, "pgwork_test_app", tmp_path, pythonpath=(str(HERE),)) as fleet:
+    with WorkerFleet(queue.dsn, "pgwork_test_app", tmp_path, pythonpath=(str(APPS),)) as fleet:
         fleet.start("fleet-k", "--no-listen")
         with pytest.raises(ValueError, match="already running"):
             fleet.start("fleet-k")

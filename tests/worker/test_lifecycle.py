@@ -9,10 +9,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from workerkit import Kind, Spawn
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from tests.support.waiting import stays, wait_for
+from tests.support.workers import Kind, Spawn
 
 
 def status(queue: Queue, job_id: int) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 
 import psycopg
-from workerkit import Spawn
 
+from pgwork.db import Queue
 from pgwork.models import NewJob
-from pgwork.queue import Queue
+from tests.support.workers import Spawn
 
 
 def test_three_workers_keep_to_a_limit_of_two(queue: Queue, spawn_worker: Spawn) -> None:

@@ -14,11 +14,11 @@ import urllib.request
 import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from workerkit import ROOT, Spawn, free_port, worker_command, worker_env
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from pgwork.worker.metrics import OUTCOMES
 from tests.support.waiting import wait_for
+from tests.support.workers import ROOT, Spawn, free_port, worker_command, worker_env
 
 
 def get(url: str) -> tuple[int, str]:

@@ -8,10 +8,10 @@ import time
 
 import psycopg
 import pytest
-from workerkit import Kind, Spawn
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from tests.support.waiting import wait_for
+from tests.support.workers import Kind, Spawn
 
 SAMPLE = """
 SELECT pid, application_name, state, backend_xmin IS NOT NULL AS holds_xmin,

@@ -9,25 +9,13 @@ from typing import Any
 
 import pgwork_test_app  # noqa: F401 - registers the handlers
 import pytest
-from workerkit import Kind
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import REGISTRY, Job, PermanentError, Registry, StopReason
 from pgwork.worker.runtime import Worker, check_result
 from tests.support.rows import Rows
-
-
-def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
-    options = WorkerOptions(
-        app="pgwork_test_app", worker_id=kw.pop("worker_id", "inproc"), burst=True, metrics_port=0, **kw
-    )
-    worker = Worker(queue, options, REGISTRY)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), "burst worker did not exit"
-    return worker
+from tests.support.workers import Kind, run_burst
 
 
 def test_success_writes_one_result_under_the_jobs_key(queue: Queue, kind: Kind) -> None:

@@ -11,13 +11,13 @@ import sys
 import urllib.request
 
 import pytest
-from workerkit import ROOT, Spawn, free_port, worker_env
 
 import pgwork
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
-from pgwork.queue import Queue
 from pgwork.worker.registry import Job, StopReason
 from tests.support.waiting import wait_for
+from tests.support.workers import ROOT, Spawn, free_port, worker_env
 
 
 def _job(**extra: object) -> Job:

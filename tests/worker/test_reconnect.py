@@ -7,10 +7,10 @@ import time
 
 import psycopg
 import pytest
-from workerkit import Spawn
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from tests.support.waiting import wait_for
+from tests.support.workers import Spawn
 
 TERMINATE = """
 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity

@@ -11,10 +11,10 @@ import pgwork_test_app  # noqa: F401 - registers the handlers
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.db.batches import StoredSuccess
 from pgwork.db.roundtrip import claim_params, finish_then_claim, success_params
 from pgwork.models import ClaimedJob, Completion
-from pgwork.queue import Queue
 from pgwork.worker.claimgate import ClaimGate, ClaimRoom
 from pgwork.worker.finishes import Finisher, Pending
 from pgwork.worker.holdings import Held, HeldState
@@ -22,8 +22,7 @@ from pgwork.worker.outcome import Decision, Outcome, lost
 from pgwork.worker.registry import Job
 from tests.support.rows import Rows
 from tests.support.waiting import wait_for
-from tests.worker.test_outcomes import run_burst
-from tests.worker.workerkit import Spawn
+from tests.support.workers import Spawn, run_burst
 
 
 def _xmin(dsn: str, job_id: int) -> int:

@@ -9,15 +9,15 @@ import threading
 from typing import Any
 
 import pytest
-from workerkit import Spawn
 
 from pgwork.backoff import Backoff
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import Job, Registry
 from pgwork.worker.runtime import Worker
 from pgwork.worker.timeouts import EXIT_ABANDONED
 from tests.support.waiting import wait_for
+from tests.support.workers import Spawn
 
 # Retries far enough ahead that no attempt runs twice inside one test.
 LATER = Backoff(base=300, cap=300, jitter=0)
@@ -178,6 +178,7 @@ def test_the_jobs_own_timeout_overrides_its_handlers(
         assert row.status == "succeeded" and queue.result(row.idempotency_key).result == "rested"
 
 
+@pytest.mark.slow
 def test_the_worker_process_exits_nonzero_past_max_abandoned_after_draining(queue: Queue, spawn_worker: Spawn) -> None:
     stuck = queue.enqueue("stuck", {"seconds": 120})
     draining = queue.enqueue("sleep", {"seconds": 2.5})

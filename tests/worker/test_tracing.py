@@ -15,13 +15,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from workerkit import ROOT, worker_env
 
 from pgwork import tracing
-from pgwork.queue import Queue
+from pgwork.db import Queue
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import REGISTRY
 from pgwork.worker.runtime import Worker
+from tests.support.workers import ROOT, worker_env
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.models import ClaimedJob
-from pgwork.queue import Queue
 from pgwork.worker.heartbeat import Heartbeat
 from pgwork.worker.holdings import Held, HeldState, Holdings
 from pgwork.worker.metrics import WorkerMetrics

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from workerkit import WorkerProcess, start_worker, worker_env
 
+from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
 from pgwork.logsetup import FORMAT, LineFormatter, log_level
-from pgwork.queue import Queue
+from tests.support.workers import WorkerProcess, start_worker, worker_env
 
 PASSWORD = "Hunter2-never-logged"
 PAYLOAD_SECRET = "iban-DE89370400440532013000"

@@ -87,8 +87,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         help="write results/benchmark.csv and docs/benchmarks.md under this folder (`--out .` in a pgwork "
-        "checkout updates its own); default: a new pgwork-bench-RUN folder here, so a run never overwrites "
-        "a project's docs/ or results/",
+        "checkout updates its own); default: a new pgwork-bench-RUN folder here, ignored by git, so a run "
+        "never overwrites a project's docs/ or results/ nor shows in git status",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--report-only", action="store_true", help="only regenerate the markdown and plots from the CSV")
@@ -97,6 +97,15 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 def _say(text: str) -> None:
     print(text, flush=True)
+
+
+def new_run_folder(parent: Path, run_id: str) -> Path:
+    """The default --out: a new pgwork-bench-RUN folder that git ignores wherever it lands (its own
+    .gitignore says `*`, as a virtual environment's does), so a run leaves `git status` clean."""
+    out = parent / f"pgwork-bench-{run_id}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ".gitignore").write_text("# written by pgwork bench: a run's results are not part of the project\n*\n")
+    return out
 
 
 def regenerate(out: Path, *, draw: bool) -> None:
@@ -123,7 +132,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return 2
         regenerate(args.out, draw=not args.no_plots)
         return 0
-    out: Path = args.out if args.out is not None else Path(f"pgwork-bench-{run_id}")
+    out: Path = args.out if args.out is not None else new_run_folder(Path.cwd(), run_id)
     _say(f"writing results under {out}")
     server = args.bench_dsn or getattr(args, "dsn", None)
     mode = "quick" if args.quick else "full"

@@ -1,4 +1,5 @@
-"""Running `pgwork` as users do: a subprocess with a clean environment."""
+"""Running `pgwork` as users do: a subprocess with a clean environment (no DATABASE_URL, PG* or
+OTEL_* from the test run), the repository and the test apps (tests/support/apps) importable."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+# The apps tests hand to `--app` (pgwork_test_app, reliability_app): importable by module name.
+APPS = Path(__file__).resolve().parent / "apps"
 
 
 def env(dsn: str | None = None, **extra: str) -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",) and not k.startswith(("PG", "OTEL_"))}
-    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)])
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(APPS)])
     if dsn is not None:
         out["DATABASE_URL"] = dsn
     out.update(extra)
@@ -21,6 +23,7 @@ def env(dsn: str | None = None, **extra: str) -> dict[str, str]:
 
 
 def pgwork(*args: str, dsn: str | None = None, timeout: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
+    """`python -m pgwork.cli ARGS`, its output captured; `dsn` becomes DATABASE_URL, `extra` adds variables."""
     return subprocess.run(
         [sys.executable, "-m", "pgwork.cli", *args],
         capture_output=True,

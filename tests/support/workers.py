@@ -1,23 +1,28 @@
-"""Helpers for worker tests: real `pgwork worker` subprocesses against the test database.
-
-A uniquely named module (not conftest) so test files can import it unambiguously."""
+"""Worker processes for tests: real `pgwork worker` subprocesses against the test database, and an
+in-process burst worker over the test app (tests/support/apps/pgwork_test_app.py)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+from pgwork.db import Queue
+from pgwork.worker.options import WorkerOptions
+from pgwork.worker.registry import REGISTRY
+from pgwork.worker.runtime import Worker
+from tests.support.cli import APPS, ROOT
 
 
 def worker_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(APPS)])
     for key in [k for k in env if k.startswith("OTEL_")]:
         del env[key]
     env.update(extra)
@@ -92,3 +97,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
+    """An in-process worker in burst mode over pgwork_test_app: runs what is ready, then returns."""
+    importlib.import_module("pgwork_test_app")  # registers its handlers in REGISTRY
+    options = WorkerOptions(
+        app="pgwork_test_app", worker_id=kw.pop("worker_id", "inproc"), burst=True, metrics_port=0, **kw
+    )
+    worker = Worker(queue, options, REGISTRY)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), "burst worker did not exit"
+    return worker

@@ -1,16 +1,13 @@
-"""Shared helpers for the ship tests: find the real tools, run helm, load YAML."""
+"""For the ship tests: find the real tools, run helm, load YAML, read the metrics contract."""
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -18,22 +15,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "pgwork"
-SCRIPTS = ROOT / "scripts"
 MONITORING = ROOT / "monitoring"
 # Kubernetes minor versions the chart and manifests promise to work on (Chart.yaml kubeVersion >=1.30).
 KUBERNETES_VERSIONS = ("1.30.0", "1.33.0", "1.35.0")
-
-
-def load_script(name: str) -> ModuleType:
-    """A module from scripts/ (not a package: the scripts run as plain files too)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def tool(name: str) -> str | None:
