@@ -25,6 +25,7 @@ from pgwork.errors import PgworkError
 COMMANDS = (
     "pgwork.commands.schema",
     "pgwork.commands.jobs",
+    "pgwork.commands.show",
     "pgwork.commands.reports",
     "pgwork.commands.housekeeping",
     "pgwork.commands.limits",
