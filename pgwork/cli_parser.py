@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
@@ -68,7 +69,8 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         options = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
-        self.print_usage()
+        # Both on stderr, as argparse's own error() does: stdout may be a pipe into another program.
+        self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {explain(message, options)}\n")
 
 

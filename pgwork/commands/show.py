@@ -84,7 +84,8 @@ def detail_lines(d: JobDetail, contents: JobContents | None) -> list[tuple[str, 
     else:
         lines.append(("payload", _json_text(contents.payload)))
         if contents.checkpoint is not None:
-            lines.append(("checkpoint data", _json_text(contents.checkpoint)))
+            at = dict(lines)["checkpoint"]
+            lines = [(k, f"{at}: {_json_text(contents.checkpoint)}" if k == "checkpoint" else v) for k, v in lines]
         lines.append(("result", "-" if not d.has_result else _json_text(contents.result)))
     return lines
 
