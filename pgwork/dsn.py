@@ -35,10 +35,21 @@ def describe(dsn: str) -> str:
     except Exception:
         return "<unparseable connection string>"
     user = params.get("user") or os.environ.get("PGUSER", "")
+    return f"{user}@{database_of(dsn)}"
+
+
+def database_of(dsn: str) -> str:
+    """The database a connection string names, whoever connects: host:port/dbname (no user, no
+    password), so two roles' strings for one database name it alike."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "<unparseable connection string>"
+    user = params.get("user") or os.environ.get("PGUSER", "")
     host = params.get("host") or os.environ.get("PGHOST", "") or "localhost"
     port = params.get("port") or os.environ.get("PGPORT", "") or "5432"
     dbname = params.get("dbname") or os.environ.get("PGDATABASE", "") or user
-    return f"{user}@{host}:{port}/{dbname}"
+    return f"{host}:{port}/{dbname}"
 
 
 def with_dbname(dsn: str, dbname: str) -> str:
