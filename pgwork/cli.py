@@ -59,6 +59,14 @@ TOOLS = {
 
 Handler = Callable[[argparse.Namespace], int]
 
+# What `pgwork --help` opens with: what the tool does for whoever runs it.
+DESCRIPTION = (
+    "pgwork: a job queue inside your PostgreSQL database. Enqueue slow, failure-prone jobs; run them on "
+    "workers that heartbeat, retry with backoff and take back a crashed worker's jobs; watch and fix the queue "
+    "(stats, running, dead, job show, retry, cancel); run the Kubernetes operator that scales the workers. "
+    "Start with: pgwork demo (a throwaway database, under a minute), or pgwork migrate then pgwork worker APP."
+)
+
 # The optional dependencies, by the top-level module a subcommand imports, and the extra of
 # pyproject.toml that installs it: a subcommand run without its extra says what to install.
 EXTRAS = {
@@ -80,7 +88,7 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
 
 def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; `tool` (a name in TOOLS) is loaded with its options, the others are named only."""
-    parser = CommandParser(prog="pgwork", description=__doc__)
+    parser = CommandParser(prog="pgwork", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"pgwork {__version__}")
     parser.add_argument("--dsn", help=DSN_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")

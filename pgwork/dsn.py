@@ -22,6 +22,23 @@ def resolve_dsn(flag: str | None, environ: Mapping[str, str] = os.environ) -> st
     return environ.get("DATABASE_URL", "")
 
 
+# The libpq variables that say where to connect; with none of them (and no connection string)
+# libpq picks everything itself.
+LIBPQ_WHERE = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
+
+
+def default_database_note(dsn: str, environ: Mapping[str, str], os_user: str) -> str | None:
+    """What to tell someone who named no database at all (pure): which one libpq will use, so
+    that "no pgwork schema; run pgwork migrate" is not the first thing they learn about it.
+    None when a connection string or a libpq variable says where."""
+    if dsn or any(environ.get(name) for name in LIBPQ_WHERE):
+        return None
+    return (
+        f"no --dsn, DATABASE_URL or PG* variable given: using libpq's defaults, database {os_user!r} as user "
+        f"{os_user!r} on the local socket, port 5432 (set DATABASE_URL to choose another)"
+    )
+
+
 def redact(text: str) -> str:
     """`text` with any password in a URI or key=value connection string replaced by ***."""
     text = _URI_PASSWORD.sub(r"\1***\3", text)

@@ -149,6 +149,10 @@ class QueueBase:
         params = {"job_types": check_job_types(wanted), "within": check_seconds(within, "within"), "now": now}
         return {r.job_type: r.taken_at for r in self._many("recently_taken", params, TakenRow)}
 
+    def autovacuum_on(self) -> bool:
+        """Whether autovacuum cleans pgwork.jobs (the server's setting and the table's own)."""
+        return bool(self._scalar("autovacuum_on", {}))
+
     def job_contents(self, job_id: int) -> JobContents | None:
         """A job's payload, checkpoint and result: producers and workers only (the reader
         profile sees no payload; JobDetail.may_read_contents says whether this role may)."""

@@ -147,6 +147,16 @@ SELECT * FROM pgwork.job_contents(%(id)s::bigint);
 -- When a worker last took a job of each type, as far as a bounded read tells (migration 16).
 SELECT * FROM pgwork.recently_taken(%(job_types)s::text[], %(within)s::float8, %(now)s::timestamptz);
 
+-- name: autovacuum_on :scalar
+-- Whether autovacuum cleans pgwork.jobs: the server's setting and the table's own. With it off,
+-- dead rows pile up in the claim index and every claim walks them.
+SELECT current_setting('autovacuum')::boolean
+       AND coalesce((SELECT option_value::boolean
+                       FROM pg_catalog.pg_options_to_table(c.reloptions)
+                      WHERE option_name = 'autovacuum_enabled'), true) AS autovacuum_on
+  FROM pg_catalog.pg_class AS c
+ WHERE c.oid = 'pgwork.jobs'::regclass;
+
 -- name: get_result :one
 SELECT r.idempotency_key, r.job_id, r.job_type, r.produced_by, r.produced_at, r.result
   FROM pgwork.job_results AS r WHERE r.idempotency_key = %(key)s;
