@@ -97,9 +97,7 @@ def enqueue(
         return job_id
 
 
-def enqueue_job(
-    queue: Queue, job: NewJob, *, tracer_provider: trace.TracerProvider | None = None
-) -> Enqueued:
+def enqueue_job(queue: Queue, job: NewJob, *, tracer_provider: trace.TracerProvider | None = None) -> Enqueued:
     """`Queue.enqueue_outcomes` for one job inside a PRODUCER span (as `enqueue`): says whether
     the job was created or its unique key was taken already."""
     with producer_span(job.job_type, tracer_provider) as span:

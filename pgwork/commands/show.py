@@ -44,7 +44,9 @@ def _lease(d: JobDetail) -> str:
         return "-" if d.lease_owner is None else f"none (last held by {visible(d.lease_owner)})"
     left = (d.lease_expires_at - d.now).total_seconds()
     expiry = f"expires in {format_duration(left)}" if left >= 0 else f"expired {format_duration(-left)} ago"
-    beat = "" if d.heartbeat_at is None else f"; heartbeat {format_duration((d.now - d.heartbeat_at).total_seconds())} ago"
+    beat = (
+        "" if d.heartbeat_at is None else f"; heartbeat {format_duration((d.now - d.heartbeat_at).total_seconds())} ago"
+    )
     return f"held by {visible(d.lease_owner or '?')}, {expiry}{beat}"
 
 

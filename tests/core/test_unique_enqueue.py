@@ -125,14 +125,14 @@ def test_async_queue_and_a_producer_role(dsn: str, make_role: MakeRole) -> None:
 
 
 def test_bad_and_bulk_unique_are_refused(queue: Queue) -> None:
-    with pytest.raises(InvalidArgument, match="^unique: must be true or false"):
+    with pytest.raises(InvalidArgument, match=r"^unique: must be true or false"):
         queue.enqueue_many([NewJob("ocr", unique="yes")])  # type: ignore[arg-type]
     many = [NewJob("ocr", {"i": i}, unique=True) for i in range(1001)]
-    with pytest.raises(InvalidArgument, match="^unique: is not supported by the COPY path"):
+    with pytest.raises(InvalidArgument, match=r"^unique: is not supported by the COPY path"):
         queue.enqueue_many(many)
-    with pytest.raises(InvalidArgument, match="^jobs: 1001 jobs at once"):
+    with pytest.raises(InvalidArgument, match=r"^jobs: 1001 jobs at once"):
         queue.enqueue_outcomes(many)
-    with pytest.raises(InvalidArgument, match="^unique:"):
+    with pytest.raises(InvalidArgument, match=r"^unique:"):
         queue.load_jobs([NewJob("ocr", unique=True)])
     with psycopg.connect(queue.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pgwork.jobs").fetchone() == (0,)
