@@ -56,7 +56,11 @@ def name_the_choices(message: str, actions: Iterable[argparse.Action]) -> str:
     if not message.startswith("the following arguments are required:"):
         return message
     for action in actions:
-        if isinstance(action, argparse._SubParsersAction) and action.metavar and action.metavar in message:
+        if (
+            isinstance(action, argparse._SubParsersAction)
+            and isinstance(action.metavar, str)
+            and action.metavar in message
+        ):
             return f"{message}; choose one of: {', '.join(action.choices)}"
     return message
 

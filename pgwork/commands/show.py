@@ -131,7 +131,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     text = "one job whole: status, attempts, timings, lease, progress, error, payload and result"
-    p = sub.add_parser("job", help=text, description=text)
+    p = sub.add_parser("job", help=text, description=text, epilog="pgwork job show ID [--json]")
     actions = p.add_subparsers(dest="job_command", required=True, metavar="ACTION", parser_class=SubcommandParser)
     s = actions.add_parser(
         "show",
