@@ -110,6 +110,10 @@ class Queue(Batches, Limits, Checkpoints, Renewals):
             )
         if not rows:
             return []
+        if not any_unique(rows):
+            # The plain statement: only the producer's column INSERT, as enqueue_many.
+            plain = self._many("enqueue", unnest_params(rows, now), IdRow, conn)
+            return [Enqueued(r.id, True, "pending") for r in plain]
         found = self._many("enqueue_unique", unique_params(rows, now), EnqueuedRow, conn)
         return [Enqueued(r.id, r.created, r.status) for r in found]
 
