@@ -16,7 +16,7 @@ from pgwork.commands.reports import stats_notes
 from pgwork.db import Queue
 from pgwork.dsn import default_database_note
 from pgwork.models import TypeStats
-from tests.core.test_queue_cli import ROOT, pgwork
+from tests.support.cli import ROOT, pgwork
 
 # Runs the CLI with the named top-level modules made unimportable, as on a machine without the extra.
 BLOCKED_RUN = """
@@ -137,8 +137,7 @@ def test_the_database_nobody_named_is_named(dsn: str, environ: dict[str, str], n
 
 
 def test_the_cli_names_the_default_database_before_it_fails() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "DATABASE_URL"}
-    out = pgwork("stats", env={**env, "PGCONNECT_TIMEOUT": "2"})
+    out = pgwork("stats", PGCONNECT_TIMEOUT="2")  # no DATABASE_URL, no other PG* variable
     lines = out.stderr.splitlines()
     assert lines[0].startswith("pgwork stats: no --dsn, DATABASE_URL or PG* variable given: using libpq's defaults")
 

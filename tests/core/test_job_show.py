@@ -11,7 +11,7 @@ from pgwork.commands.show import HIDDEN, detail_json, detail_lines
 from pgwork.db import JobDetail, Queue
 from pgwork.progress import Progress
 from tests.core.conftest import MakeRole
-from tests.core.test_queue_cli import pgwork
+from tests.support.cli import pgwork
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -17,7 +17,7 @@ from pgwork import AsyncQueue, Queue
 from pgwork.errors import InvalidArgument
 from pgwork.models import Enqueued, NewJob
 from tests.core.conftest import MakeRole
-from tests.core.test_queue_cli import pgwork
+from tests.support.cli import pgwork
 from tests.support.waiting import wait_for
 
 
