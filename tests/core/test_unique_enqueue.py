@@ -16,7 +16,7 @@ import pytest
 from pgwork import AsyncQueue, Queue
 from pgwork.errors import InvalidArgument
 from pgwork.models import Enqueued, NewJob
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 from tests.support.cli import pgwork
 from tests.support.waiting import wait_for
 
