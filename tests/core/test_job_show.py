@@ -10,8 +10,8 @@ import psycopg
 from pgwork.commands.show import HIDDEN, detail_json, detail_lines
 from pgwork.db import JobDetail, Queue
 from pgwork.progress import Progress
-from tests.support.db import MakeRole
 from tests.support.cli import pgwork
+from tests.support.db import MakeRole
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

@@ -16,8 +16,8 @@ import pytest
 from pgwork import AsyncQueue, Queue
 from pgwork.errors import InvalidArgument
 from pgwork.models import Enqueued, NewJob
-from tests.support.db import MakeRole
 from tests.support.cli import pgwork
+from tests.support.db import MakeRole
 from tests.support.waiting import wait_for
 
 
