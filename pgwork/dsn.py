@@ -22,6 +22,23 @@ def resolve_dsn(flag: str | None, environ: Mapping[str, str] = os.environ) -> st
     return environ.get("DATABASE_URL", "")
 
 
+# The libpq variables that say where to connect; with none of them (and no connection string)
+# libpq picks everything itself.
+LIBPQ_WHERE = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE", "PGSERVICEFILE")
+
+
+def default_database_note(dsn: str, environ: Mapping[str, str], os_user: str) -> str | None:
+    """What to tell someone who named no database at all (pure): which one libpq will use, so
+    that "no pgwork schema; run pgwork migrate" is not the first thing they learn about it.
+    None when a connection string or a libpq variable says where."""
+    if dsn or any(environ.get(name) for name in LIBPQ_WHERE):
+        return None
+    return (
+        f"no --dsn, DATABASE_URL or PG* variable given: using libpq's defaults, database {os_user!r} as user "
+        f"{os_user!r} on the local socket, port 5432 (set DATABASE_URL to choose another)"
+    )
+
+
 def redact(text: str) -> str:
     """`text` with any password in a URI or key=value connection string replaced by ***."""
     text = _URI_PASSWORD.sub(r"\1***\3", text)
@@ -35,10 +52,21 @@ def describe(dsn: str) -> str:
     except Exception:
         return "<unparseable connection string>"
     user = params.get("user") or os.environ.get("PGUSER", "")
+    return f"{user}@{database_of(dsn)}"
+
+
+def database_of(dsn: str) -> str:
+    """The database a connection string names, whoever connects: host:port/dbname (no user, no
+    password), so two roles' strings for one database name it alike."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "<unparseable connection string>"
+    user = params.get("user") or os.environ.get("PGUSER", "")
     host = params.get("host") or os.environ.get("PGHOST", "") or "localhost"
     port = params.get("port") or os.environ.get("PGPORT", "") or "5432"
     dbname = params.get("dbname") or os.environ.get("PGDATABASE", "") or user
-    return f"{user}@{host}:{port}/{dbname}"
+    return f"{host}:{port}/{dbname}"
 
 
 def with_dbname(dsn: str, dbname: str) -> str:

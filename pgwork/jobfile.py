@@ -1,7 +1,7 @@
 """Jobs from a JSON Lines file (`pgwork enqueue --from-file`): one JSON object per line.
 
 A line names the fields of `NewJob` (job_type, payload, key, priority, delay, available_at,
-max_attempts, trace_context, timeout) and nothing else. A field pgwork itself sets (status,
+max_attempts, trace_context, timeout, unique) and nothing else. A field pgwork itself sets (status,
 attempt_count, the lease...) is refused, not ignored: a file that tries to start a job as running or with
 attempts used is wrong about what it loads, and saying so beats loading something else. Every
 error names the line, the field and the fix. Parsing and checking are pure; `load` writes.
@@ -24,7 +24,18 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import NewJob
 from pgwork.validation import validate
 
-FIELDS = ("job_type", "payload", "key", "priority", "delay", "available_at", "max_attempts", "trace_context", "timeout")
+FIELDS = (
+    "job_type",
+    "payload",
+    "key",
+    "priority",
+    "delay",
+    "available_at",
+    "max_attempts",
+    "trace_context",
+    "timeout",
+    "unique",
+)
 # Columns the job's life sets; a producer's row never carries them (migration 0002's producer
 # profile cannot write them either).
 SET_BY_PGWORK = frozenset(
@@ -44,6 +55,9 @@ SET_BY_PGWORK = frozenset(
     }
 )
 DEFAULT_BATCH = 10_000
+# Unique jobs go through Queue.enqueue_outcomes, which takes at most this many per call
+# (pgwork.db.bulk.BULK_THRESHOLD).
+UNIQUE_SLICE = 1000
 
 
 class BadLine(InvalidArgument):
@@ -95,6 +109,7 @@ def parse_line(text: str, line: int, default_type: str | None = None) -> NewJob 
         max_attempts=value.get("max_attempts", 5),
         trace_context=value.get("trace_context", {}),
         timeout=value.get("timeout"),
+        unique=value.get("unique", False),
     )
 
 
@@ -145,6 +160,8 @@ def jobs_of(
 class Loaded:
     jobs: int
     lines: int
+    # Unique jobs whose key already had a job: not added (counted in `jobs`).
+    skipped: int = 0
 
 
 def check(lines: Iterable[str], default_type: str | None, max_payload_bytes: int) -> Loaded:
@@ -173,13 +190,31 @@ def load(
     """Enqueue the file's jobs, `batch` jobs per transaction (so a long load never holds one
     transaction open, which would keep vacuum from cleaning the claim index for every queue).
     Check the file first (`check`): a bad line found here leaves the earlier batches written."""
+    return _load(queue, lines, default_type, batch, on_progress).jobs
+
+
+def _load(
+    queue: Queue,
+    lines: Iterable[str],
+    default_type: str | None,
+    batch: int,
+    on_progress: Callable[[int], None] | None,
+) -> Loaded:
     jobs = jobs_of(lines, default_type)
-    done = 0
+    done = skipped = 0
     while chunk := list(itertools.islice(jobs, batch)):
-        done += queue.load_jobs(chunk)
+        if any(job.unique for job in chunk):
+            # COPY cannot skip a taken key: such a batch goes through the per-job path, in
+            # slices it accepts.
+            for start in range(0, len(chunk), UNIQUE_SLICE):
+                found = queue.enqueue_outcomes(chunk[start : start + UNIQUE_SLICE])
+                skipped += sum(1 for e in found if not e.created)
+            done += len(chunk)
+        else:
+            done += queue.load_jobs(chunk)
         if on_progress is not None:
             on_progress(done)
-    return done
+    return Loaded(done, 0, skipped)
 
 
 def progress_text(done: int, total: int, seconds: float, width: int = 30) -> str:
@@ -214,8 +249,8 @@ def enqueue_file(
 
     found = check(lines(), default_type, queue.max_payload_bytes)
     report = None if on_progress is None else (lambda done: on_progress(done, found.jobs))
-    loaded = load(queue, lines(), default_type, batch=batch, on_progress=report)
-    return Loaded(loaded, found.lines)
+    loaded = _load(queue, lines(), default_type, batch, report)
+    return Loaded(loaded.jobs, found.lines, loaded.skipped)
 
 
 def payload_argument(given: str, stdin: TextIO) -> str:

@@ -26,6 +26,19 @@ class NewJob:
     # A hard timeout for this job, overriding its handler's: seconds, a duration like "10m", or
     # a timedelta (None: the handler's, or none).
     timeout: float | str | timedelta | None = None
+    # Skip this job, answering the existing one's id, when its key already has a unique job that
+    # is pending, running or succeeded (docs/queue.md, Uniqueness). Enforced by a unique index.
+    unique: bool = False
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What an enqueue did with one job: the id of the job that stands for it, whether this call
+    created it (False: a unique job's key was taken), and that job's status."""
+
+    id: int
+    created: bool
+    status: str
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from pgwork.errors import PgworkError
+from pgwork.models import Enqueued, NewJob
 
 if TYPE_CHECKING:
     from pgwork.db import AnyConnection, Queue
@@ -93,6 +95,15 @@ def enqueue(
         job_id = queue.enqueue(job_type, payload, trace_context=current_trace_context(), conn=conn, **options)
         span.set_attribute(MESSAGING_MESSAGE_ID, str(job_id))
         return job_id
+
+
+def enqueue_job(queue: Queue, job: NewJob, *, tracer_provider: trace.TracerProvider | None = None) -> Enqueued:
+    """`Queue.enqueue_outcomes` for one job inside a PRODUCER span (as `enqueue`): says whether
+    the job was created or its unique key was taken already."""
+    with producer_span(job.job_type, tracer_provider) as span:
+        found = queue.enqueue_outcomes([dataclasses.replace(job, trace_context=current_trace_context())])[0]
+        span.set_attribute(MESSAGING_MESSAGE_ID, str(found.id))
+        return found
 
 
 def consumer_span_attributes(

@@ -53,6 +53,7 @@ class JobRow(NamedTuple):
     key: str
     trace_context: dict[str, str]
     timeout: float | None = None
+    unique: bool = False
 
 
 def text_problem(text: str) -> str | None:
@@ -112,12 +113,20 @@ def check_int(value: Any, field: str, low: int, high: int, fix: str) -> int:
     return value
 
 
+def _no_timeout(field: str) -> str:
+    """How to ask for no timeout, in the words of where `field` was given (pure): a command-line
+    option is left out, a JSON Lines field is null, a Python argument is None."""
+    if field.startswith("--"):
+        return f"leave out {field} for no timeout"
+    return "None (null in a jobs file) for no timeout"
+
+
 def check_timeout(value: Any, field: str = "timeout") -> float | None:
     """A hard timeout in seconds, or None for none: a number of seconds, a duration as people
     write it ('10m', '1h30m'), or a timedelta; above zero and at most MAX_TIMEOUT_SECONDS."""
     if value is None:
         return None
-    fix = "give a duration above zero and at most 7d, like 30s, 10m or 2h; None for no timeout"
+    fix = f"give a duration above zero and at most 7d, like 30s, 10m or 2h; {_no_timeout(field)}"
     if isinstance(value, str):
         try:
             seconds = parse_duration(value, field)
@@ -345,8 +354,19 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
         key = check_text(job.key, "key", "derive it from the work", max_chars=500)
     trace_context = check_trace_context(job.trace_context)
     timeout = check_timeout(job.timeout)
+    if not isinstance(job.unique, bool):
+        raise InvalidArgument("unique", f"must be true or false, got {quoted(job.unique)}", "e.g. unique=True")
     return JobRow(
-        job_type, payload_json, priority, max_attempts, job.available_at, float(delay), key, trace_context, timeout
+        job_type,
+        payload_json,
+        priority,
+        max_attempts,
+        job.available_at,
+        float(delay),
+        key,
+        trace_context,
+        timeout,
+        job.unique,
     )
 
 

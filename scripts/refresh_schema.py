@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -146,11 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dsn:
         text = render_fresh(args.dsn)
     else:
-        server = embedded.start(Path(tempfile.mkdtemp(prefix="pgwork-schema-pg-")) / "data", delete_on_exit=True)
-        try:
+        with embedded.throwaway("pgwork-schema-pg-") as server:
             text = render_fresh(embedded.admin_dsn(server))
-        finally:
-            server.cleanup()
     current = SCHEMA_FILE.read_text(encoding="utf-8") if SCHEMA_FILE.exists() else ""
     if args.check:
         if current != text:

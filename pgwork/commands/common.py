@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pgwork.db import Queue
-from pgwork.dsn import resolve_dsn
+from pgwork.dsn import default_database_note, resolve_dsn
 from pgwork.durations import parse_duration
 from pgwork.errors import PgworkError
 from pgwork.tables import json_safe, render
@@ -66,8 +69,18 @@ def seconds(text: str, field: str) -> float:
         raise UsageError(str(exc)) from None
 
 
+def dsn_of(args: argparse.Namespace) -> str:
+    """The connection string for a command; says on stderr which database libpq will pick when
+    nothing names one."""
+    dsn = resolve_dsn(args.dsn)
+    note = default_database_note(dsn, os.environ, getpass.getuser())
+    if note is not None:
+        print(f"pgwork {args.command}: {note}", file=sys.stderr)
+    return dsn
+
+
 def open_queue(args: argparse.Namespace) -> Queue:
-    return Queue(resolve_dsn(args.dsn), pool_size=1)
+    return Queue(dsn_of(args), pool_size=1)
 
 
 def print_rows(rows: list[dict[str, Any]], as_json: bool, columns: Sequence[str] | None = None) -> None:

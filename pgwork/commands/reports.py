@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pgwork.commands.common import adder, open_queue, print_rows, whole
+from pgwork.commands.jobs import TAKEN_WITHIN
+from pgwork.durations import format_duration
 from pgwork.limits import describe
 from pgwork.models import COUNTS, TypeStats
+from pgwork.tables import visible
 from pgwork.validation import parse_job_types
 
 # `pgwork stats` counts up to this many jobs per type and status unless --exact: enough to read
@@ -41,8 +45,32 @@ def cmd_stats(args: argparse.Namespace) -> int:
     job_types = parse_job_types(args.job_types)
     with open_queue(args) as q:
         stats = q.stats(job_types, cap=None if args.exact else STATS_CAP)
+        taken = q.recently_taken([s.job_type for s in stats if s.ready > 0], within=TAKEN_WITHIN)
+        autovacuum = q.autovacuum_on()
     print_rows(stats_rows(stats, as_json=args.json), args.json)
+    for note in stats_notes(stats, taken, autovacuum=autovacuum):
+        print(f"pgwork stats: note: {note}", file=sys.stderr)
     return 0
+
+
+def stats_notes(stats: Sequence[TypeStats], taken: Mapping[str, object], *, autovacuum: bool) -> list[str]:
+    """What `pgwork stats` adds below its table (pure): types whose ready jobs no worker took
+    lately, and autovacuum being off for the jobs table."""
+    notes = []
+    waiting = [s for s in stats if s.ready > 0 and taken.get(s.job_type) is None]
+    if waiting:
+        names = ", ".join(f"{visible(s.job_type)} ({s.ready} ready)" for s in waiting)
+        notes.append(
+            f"no worker has taken a job of {names} in the last {format_duration(TAKEN_WITHIN)}: is a worker running "
+            "with these types (pgwork worker APP --job-types ..., or a JobQueue's spec.jobTypes)?"
+        )
+    if not autovacuum:
+        notes.append(
+            "autovacuum is off for pgwork.jobs (server setting `autovacuum` or the table's autovacuum_enabled): "
+            "dead rows will pile up in the claim index and slow every claim; turn it on, or VACUUM pgwork.jobs "
+            "on a schedule"
+        )
+    return notes
 
 
 def cmd_running(args: argparse.Namespace) -> int:

@@ -5,19 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pgwork.commands.common import adder
+from pgwork.commands.common import adder, dsn_of
 from pgwork.db import GRANT_PROFILES, grant, migrate
-from pgwork.dsn import resolve_dsn
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    applied = migrate(resolve_dsn(args.dsn))
+    applied = migrate(dsn_of(args))
     print(f"applied migrations {applied}" if applied else "already up to date")
     return 0
 
 
 def cmd_grant(args: argparse.Namespace) -> int:
-    applied = grant(resolve_dsn(args.dsn), args.role, args.profile)
+    applied = grant(dsn_of(args), args.role, args.profile)
     print(f"granted {args.role} the {' + '.join(applied)} privileges on schema pgwork")
     return 0
 

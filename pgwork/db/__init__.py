@@ -12,7 +12,7 @@ from pgwork.db.connect import AnyConnection, check_encoding, check_idle_connecti
 from pgwork.db.listen import NOTIFY_CHANNEL, Listener
 from pgwork.db.pool import POOL_TIMEOUT
 from pgwork.db.queue import Queue, new_token
-from pgwork.db.rows import DeadRow, JobRow, ResultRow, RetryingRow, RunningRow
+from pgwork.db.rows import DeadRow, JobContents, JobDetail, JobRow, ResultRow, RetryingRow, RunningRow
 from pgwork.db.schema import (
     GRANT_PROFILES,
     MAX_ROLE_BYTES,
@@ -31,6 +31,8 @@ __all__ = [
     "POOL_TIMEOUT",
     "AnyConnection",
     "DeadRow",
+    "JobContents",
+    "JobDetail",
     "JobRow",
     "Listener",
     "Queue",

@@ -28,7 +28,7 @@ from pgwork import decoding
 from pgwork.db import statements
 from pgwork.db.connect import aconnect, check_encoding_value, connection_kwargs
 from pgwork.db.params import cancel_ids, cancel_report, enqueue_params
-from pgwork.db.rows import CancelRow, IdRow, JobRow, ResultRow
+from pgwork.db.rows import CancelRow, EnqueuedRow, IdRow, JobRow, ResultRow
 from pgwork.db.schema import check_version
 from pgwork.db.wait import await_job
 from pgwork.dsn import with_tcp_defaults
@@ -137,13 +137,17 @@ class AsyncQueue:
         max_attempts: int = 5,
         trace_context: dict[str, str] | None = None,
         timeout: float | str | timedelta | None = None,
+        unique: bool = False,
         conn: AnyAsyncConnection | None = None,
         now: datetime | None = None,
     ) -> int:
         """Add one job; returns its id. With `conn`, the job exists iff the caller commits.
-        `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout."""
+        `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout. With
+        `unique`, as Queue.enqueue: a taken key adds nothing and answers the existing job's id."""
         payload = {} if payload is None else payload
-        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout)
+        job = NewJob(
+            job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout, unique
+        )
         return (await self.enqueue_many([job], conn=conn, now=now))[0]
 
     async def enqueue_many(
@@ -153,6 +157,9 @@ class AsyncQueue:
         params = enqueue_params(jobs, self.max_payload_bytes, now)
         if params is None:
             return []
+        if any(params["uniques"]):
+            return [r.id for r in await self._many("enqueue_unique", params, EnqueuedRow, conn)]
+        del params["uniques"]
         return [r.id for r in await self._many("enqueue", params, IdRow, conn)]
 
     async def cancel(

@@ -12,7 +12,17 @@ from pgwork.db import statements
 from pgwork.db.connect import AnyConnection, check_encoding, connect
 from pgwork.db.listen import Listener
 from pgwork.db.pool import POOL_TIMEOUT, Pool
-from pgwork.db.rows import DeadRow, JobRow, OwnerCount, ResultRow, RetryingRow, RunningRow
+from pgwork.db.rows import (
+    DeadRow,
+    JobContents,
+    JobDetail,
+    JobRow,
+    OwnerCount,
+    ResultRow,
+    RetryingRow,
+    RunningRow,
+    TakenRow,
+)
 from pgwork.db.schema import check_schema
 from pgwork.db.wait import wait_for_job
 from pgwork.errors import InvalidArgument
@@ -123,6 +133,30 @@ class QueueBase:
 
     def job(self, job_id: int) -> JobRow | None:
         return self._one("get_job", {"id": check_id(job_id)}, JobRow)
+
+    def job_detail(self, job_id: int, *, now: datetime | None = None) -> JobDetail | None:
+        """One job's life without its contents (`pgwork job show`): any reader may ask."""
+        return self._one("job_detail", {"id": check_id(job_id), "now": now}, JobDetail)
+
+    def recently_taken(
+        self, job_types: Iterable[str], *, within: float = 600.0, now: datetime | None = None
+    ) -> dict[str, datetime | None]:
+        """For each type, when a worker last took one of its jobs within `within` seconds, as far
+        as a bounded read tells (migration 16); None: no sign of one. Any reader may ask."""
+        wanted = list(job_types)
+        if not wanted:
+            return {}
+        params = {"job_types": check_job_types(wanted), "within": check_seconds(within, "within"), "now": now}
+        return {r.job_type: r.taken_at for r in self._many("recently_taken", params, TakenRow)}
+
+    def autovacuum_on(self) -> bool:
+        """Whether autovacuum cleans pgwork.jobs (the server's setting and the table's own)."""
+        return bool(self._scalar("autovacuum_on", {}))
+
+    def job_contents(self, job_id: int) -> JobContents | None:
+        """A job's payload, checkpoint and result: producers and workers only (the reader
+        profile sees no payload; JobDetail.may_read_contents says whether this role may)."""
+        return self._one("job_contents", {"id": check_id(job_id)}, JobContents)
 
     def result(self, key: str) -> ResultRow | None:
         params = {"key": check_text(key, "key", "pass the job's idempotency key")}

@@ -43,6 +43,8 @@ def copy_text(value: str) -> str:
 
 
 def copy_line(ordinal: int, row: JobRow) -> str:
+    if row.unique:
+        raise _unique_in_bulk(ordinal)
     """One staging row in COPY's text format (pure). JSON text never holds a raw tab or newline,
     but it may hold backslashes, which COPY would read as escapes."""
     available = "\\N" if row.available_at is None else row.available_at.isoformat()
@@ -53,6 +55,8 @@ def copy_line(ordinal: int, row: JobRow) -> str:
 
 
 def load_line(row: JobRow, clock: Clock) -> str:
+    if row.unique:
+        raise _unique_in_bulk(None)
     """One pgwork.jobs row in COPY's text format (pure): available_at resolved against the
     transaction's clock, as the INSERT of `enqueue` resolves it."""
     available = row.available_at.isoformat() if row.available_at is not None else clock.after(row.delay)
@@ -77,6 +81,16 @@ class Clock:
             if len(self._text) < 10_000:
                 self._text[delay] = text
         return text
+
+
+def _unique_in_bulk(ordinal: int | None) -> InvalidArgument:
+    # COPY cannot skip a row whose key is taken; the per-job path (migration 16) can.
+    where = "" if ordinal is None else f" (job {ordinal} of the batch, from 0)"
+    return InvalidArgument(
+        "unique",
+        f"is not supported by the COPY path{where}",
+        f"enqueue unique jobs at most {BULK_THRESHOLD} per call with enqueue_many (not load_jobs)",
+    )
 
 
 def _trace(row: JobRow) -> str:

@@ -15,10 +15,10 @@ from pgwork.validation import JobRow, check_ids, validate
 
 
 def enqueue_params(jobs: Sequence[NewJob], max_payload_bytes: int, now: datetime | None) -> dict[str, Any] | None:
-    """The `enqueue` statement's parameters, or None for no jobs. All are validated first (one
-    bad job raises InvalidArgument and nothing is sent)."""
+    """The `enqueue_unique` statement's parameters (drop `uniques` for `enqueue`), or None for
+    no jobs. All are validated first (one bad job raises InvalidArgument and nothing is sent)."""
     rows = [validate(job, max_payload_bytes) for job in jobs]
-    return unnest_params(rows, now) if rows else None
+    return unique_params(rows, now) if rows else None
 
 
 def unnest_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
@@ -35,6 +35,15 @@ def unnest_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any
         "trace_contexts": [Jsonb(r.trace_context) for r in rows],
         "timeouts": [r.timeout for r in rows],
     }
+
+
+def unique_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
+    """`enqueue_unique`'s parameters: the enqueue's arrays and which jobs are unique."""
+    return {**unnest_params(rows, now), "uniques": [r.unique for r in rows]}
+
+
+def any_unique(rows: Sequence[JobRow]) -> bool:
+    return any(r.unique for r in rows)
 
 
 def cancel_ids(ids: Sequence[int]) -> list[int]:

@@ -22,12 +22,13 @@ from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.checkpoints import Checkpoints
 from pgwork.db.connect import AnyConnection
 from pgwork.db.limits import Limits
-from pgwork.db.params import cancel_ids, cancel_report, identity, unnest_params
+from pgwork.db.params import any_unique, cancel_ids, cancel_report, identity, unique_params, unnest_params
 from pgwork.db.renewals import Renewals
 from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
     CancelRow,
     ClaimRow,
+    EnqueuedRow,
     FailRow,
     IdRow,
     PruneBatchRow,
@@ -40,6 +41,7 @@ from pgwork.models import (
     CancelReport,
     ClaimedJob,
     Completion,
+    Enqueued,
     FailOutcome,
     Failure,
     Lease,
@@ -82,14 +84,38 @@ class Queue(Batches, Limits, Checkpoints, Renewals):
         max_attempts: int = 5,
         trace_context: dict[str, str] | None = None,
         timeout: float | str | timedelta | None = None,
+        unique: bool = False,
         conn: AnyConnection | None = None,
         now: datetime | None = None,
     ) -> int:
         """Add one job; returns its id. With `conn`, the job exists iff the caller commits.
-        `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout."""
+        `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout. With
+        `unique`, a key that already has a pending, running or succeeded unique job adds nothing
+        and that job's id is returned (`enqueue_outcomes` also says which happened)."""
         payload = {} if payload is None else payload
-        job = NewJob(job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout)
+        job = NewJob(
+            job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout, unique
+        )
         return self.enqueue_many([job], conn=conn, now=now)[0]
+
+    def enqueue_outcomes(
+        self, jobs: Iterable[NewJob], *, conn: AnyConnection | None = None, now: datetime | None = None
+    ) -> list[Enqueued]:
+        """enqueue_many (at most BULK_THRESHOLD jobs) saying for each job whether it was created
+        or its unique key was taken already, and by which job in which status."""
+        rows = list(validated(jobs, self.max_payload_bytes))
+        if len(rows) > BULK_THRESHOLD:
+            raise InvalidArgument(
+                "jobs", f"{len(rows)} jobs at once", f"pass at most {BULK_THRESHOLD} per call (or use enqueue_many)"
+            )
+        if not rows:
+            return []
+        if not any_unique(rows):
+            # The plain statement: only the producer's column INSERT, as enqueue_many.
+            plain = self._many("enqueue", unnest_params(rows, now), IdRow, conn)
+            return [Enqueued(r.id, True, "pending") for r in plain]
+        found = self._many("enqueue_unique", unique_params(rows, now), EnqueuedRow, conn)
+        return [Enqueued(r.id, r.created, r.status) for r in found]
 
     def enqueue_many(
         self,
@@ -115,7 +141,10 @@ class Queue(Batches, Limits, Checkpoints, Renewals):
         # A lone job's error needs no place in a batch (enqueue's errors read as before).
         limit = self.max_payload_bytes
         small = list(validated(head, limit)) if len(head) > 1 else [validate(head[0], limit)]
-        ids = [r.id for r in self._many("enqueue", unnest_params(small, now), IdRow, conn)]
+        if any_unique(small):
+            ids = [r.id for r in self._many("enqueue_unique", unique_params(small, now), EnqueuedRow, conn)]
+        else:
+            ids = [r.id for r in self._many("enqueue", unnest_params(small, now), IdRow, conn)]
         if on_progress is not None:
             on_progress(len(ids))
         return ids

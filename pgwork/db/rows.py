@@ -41,6 +41,64 @@ class JobRow:
 
 
 @dataclass(frozen=True)
+class JobDetail:
+    """One job's life without its contents (`Queue.job_detail`, any reader): the effective lease
+    and heartbeat, progress, the checkpoint's age, whether a result exists, the trace id.
+    `now` is the server's clock when read, for ages; `may_read_contents` whether the connecting
+    role may read payload, checkpoint and result (`Queue.job_contents`)."""
+
+    id: int
+    job_type: str
+    status: str
+    priority: int
+    attempt_count: int
+    max_attempts: int
+    created_at: datetime
+    available_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    heartbeat_at: datetime | None
+    cancel_requested_at: datetime | None
+    last_error: str | None
+    idempotency_key: str
+    is_unique: bool
+    timeout_seconds: float | None
+    progress: float | None
+    progress_note: str | None
+    progress_at: datetime | None
+    checkpoint_at: datetime | None
+    has_result: bool
+    trace_id: str | None
+    now: datetime
+    may_read_contents: bool
+
+
+@dataclass(frozen=True)
+class JobContents:
+    """A job's payload, checkpoint and result (None until it succeeded): producers and workers."""
+
+    payload: Any
+    checkpoint: Any
+    result: Any
+
+
+@dataclass(frozen=True)
+class TakenRow:
+    job_type: str
+    taken_at: datetime | None
+
+
+@dataclass(frozen=True)
+class EnqueuedRow:
+    ord: int
+    id: int
+    created: bool
+    status: str
+
+
+@dataclass(frozen=True)
 class OutcomeRow:
     """How a job stands, for a waiter (`job_outcome`): the result only once it succeeded."""
 

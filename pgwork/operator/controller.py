@@ -296,6 +296,7 @@ def autoscale(
         current=replicas,
         heartbeat_seconds=spec.lease.heartbeat_seconds,
     )
+    clients.metrics.record_without_consumer(*clients.queues.without_consumer((namespace, name), dsn, spec.job_types))
     return change
 
 

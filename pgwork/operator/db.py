@@ -12,6 +12,7 @@ import psycopg
 import psycopg_pool
 
 from pgwork.db import Queue
+from pgwork.dsn import database_of
 from pgwork.errors import (
     AccessDenied,
     BadConnectionString,
@@ -98,6 +99,8 @@ class QueueCache:
         self._users: dict[User, str] = {}
         # key → (read at, cap, stats of every job type): JobQueues on one database share a reading.
         self._stats: dict[str, tuple[float, int | None, list[TypeStats]]] = {}
+        # user → (database_of its DSN, its job types): who consumes what on each database.
+        self._consumers: dict[User, tuple[str, frozenset[str]]] = {}
         self.statements = 0  # stats statements sent, for benchmarks
 
     @staticmethod
@@ -147,6 +150,18 @@ class QueueCache:
                 self.statements += 1
         return sum_backlog(cached[2], job_types)
 
+    def without_consumer(self, user: User, dsn: str, job_types: Iterable[str]) -> tuple[str, dict[str, int]]:
+        """Record that `user` takes `job_types` from `dsn`'s database, and answer that database's
+        name and its types with ready jobs that no JobQueue this operator watches takes, from the
+        reading `backlog` just made (no statement of its own). Two roles' DSNs for one database
+        count as one database."""
+        database = database_of(dsn)
+        with self._lock:
+            self._consumers[user] = (database, frozenset(job_types))
+            consumed = {t for db, types in self._consumers.values() if db == database for t in types}
+            cached = self._stats.get(self.key(dsn))
+        return database, types_without_consumer(cached[2] if cached else [], consumed)
+
     def discard(self, dsn: str) -> None:
         """Forget a Queue that failed, so the next round connects afresh."""
         with self._lock:
@@ -157,6 +172,7 @@ class QueueCache:
 
     def release(self, user: User) -> None:
         with self._lock:
+            self._consumers.pop(user, None)
             key = self._users.pop(user, None)
             if key is not None:
                 self._close_unused(key)
@@ -184,6 +200,11 @@ class QueueCache:
 def _covers(read_with: int | None, wanted: int | None) -> bool:
     """Whether counts capped at `read_with` answer a question capped at `wanted` (None: exact)."""
     return read_with is None or (wanted is not None and wanted <= read_with)
+
+
+def types_without_consumer(all_stats: Iterable[TypeStats], consumed: set[str]) -> dict[str, int]:
+    """Ready jobs per type that nobody in `consumed` takes (pure): they would wait forever."""
+    return {s.job_type: s.ready for s in all_stats if s.ready > 0 and s.job_type not in consumed}
 
 
 def sum_backlog(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> QueueBacklog:

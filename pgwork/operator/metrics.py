@@ -42,6 +42,14 @@ class OperatorMetrics:
             (*LABELS, "figure"),
             registry=self.registry,
         )
+        # Per database (host:port/dbname), not per JobQueue: a type nobody takes belongs to none.
+        self.without_consumer = Gauge(
+            "pgwork_jobs_without_consumer",
+            "Ready jobs of a type that no JobQueue on the database lists (they wait for a worker that does not exist)",
+            ("database", "job_type"),
+            registry=self.registry,
+        )
+        self._orphans: dict[str, set[str]] = {}
         self._all = (
             self.ready,
             self.scheduled,
@@ -84,6 +92,15 @@ class OperatorMetrics:
             self.desired.labels(*labels).set(desired)
         if current is not None:
             self.current.labels(*labels).set(current)
+
+    def record_without_consumer(self, database: str, ready: dict[str, int]) -> None:
+        """Set the database's orphan types' gauges; drop the series of types taken care of since."""
+        for gone in self._orphans.get(database, set()) - set(ready):
+            with contextlib.suppress(KeyError):
+                self.without_consumer.remove(database, gone)
+        for job_type, count in ready.items():
+            self.without_consumer.labels(database, job_type).set(count)
+        self._orphans[database] = set(ready)
 
     def forget(self, namespace: str, jobqueue: str) -> None:
         for gauge in self._all:

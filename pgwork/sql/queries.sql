@@ -51,6 +51,15 @@ SELECT t.job_type, t.payload, t.priority, t.max_attempts,
  ORDER BY t.ord
 RETURNING id;
 
+-- name: enqueue_unique :many
+-- The enqueue for a batch holding unique jobs (migration 16): one row per job in input order, the
+-- existing job's id where a unique job's key was taken.
+SELECT * FROM pgwork.enqueue_unique(%(job_types)s::text[], %(payloads)s::jsonb[], %(priorities)s::smallint[],
+                                    %(max_attempts)s::smallint[], %(available_ats)s::timestamptz[],
+                                    %(delays)s::float8[], %(keys)s::text[], %(trace_contexts)s::jsonb[],
+                                    %(timeouts)s::float8[], %(uniques)s::boolean[], %(now)s::timestamptz)
+ ORDER BY ord;
+
 -- The job's life goes through the functions of migration 0002 (SECURITY DEFINER, fenced by the
 -- lease token): one path whatever role calls, and the only way in for the roles `pgwork grant`
 -- sets up. Arguments are cast to the functions' exact types (psycopg sends Python ints as the
@@ -124,6 +133,29 @@ SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.atte
   LEFT JOIN pgwork.worker_leases AS w
     ON j.status = 'running' AND w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
  WHERE j.id = %(id)s;
+
+-- name: job_detail :one
+-- `pgwork job show`: one job's life without its contents, for any reader (migration 16).
+SELECT d.*, has_function_privilege('pgwork.job_contents(bigint)', 'EXECUTE') AS may_read_contents
+  FROM pgwork.job_detail(%(id)s::bigint, %(now)s::timestamptz) AS d;
+
+-- name: job_contents :one
+-- Its payload, checkpoint and result: producers and workers only (migration 16).
+SELECT * FROM pgwork.job_contents(%(id)s::bigint);
+
+-- name: recently_taken :many
+-- When a worker last took a job of each type, as far as a bounded read tells (migration 16).
+SELECT * FROM pgwork.recently_taken(%(job_types)s::text[], %(within)s::float8, %(now)s::timestamptz);
+
+-- name: autovacuum_on :scalar
+-- Whether autovacuum cleans pgwork.jobs: the server's setting and the table's own. With it off,
+-- dead rows pile up in the claim index and every claim walks them.
+SELECT current_setting('autovacuum')::boolean
+       AND coalesce((SELECT option_value::boolean
+                       FROM pg_catalog.pg_options_to_table(c.reloptions)
+                      WHERE option_name = 'autovacuum_enabled'), true) AS autovacuum_on
+  FROM pg_catalog.pg_class AS c
+ WHERE c.oid = 'pgwork.jobs'::regclass;
 
 -- name: get_result :one
 SELECT r.idempotency_key, r.job_id, r.job_type, r.produced_by, r.produced_at, r.result

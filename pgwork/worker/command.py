@@ -141,7 +141,16 @@ def load_app(target: str) -> LoadedApp:
     except Exception as exc:
         raise WorkerUsageError(f"--app: importing {module!r} failed: {type(exc).__name__}: {exc}") from None
     if not name:
-        return LoadedApp(REGISTRY.registered_by(module, before), None)
+        registry = REGISTRY.registered_by(module, before)
+        apps = [n for n, value in vars(loaded).items() if isinstance(value, App)]
+        if not registry.job_types() and apps:
+            # `--app myapp` for a module whose handlers hang off an App: name the App.
+            also = f" (also: {', '.join(apps[1:])})" if apps[1:] else ""
+            raise WorkerUsageError(
+                f"--app: {module} registers no @pgwork.handler functions, but defines the pgwork.App {apps[0]!r}"
+                f"{also}: run it with --app {module}:{apps[0]}"
+            )
+        return LoadedApp(registry, None)
     app = getattr(loaded, name, None)
     if not isinstance(app, App):
         what = "nothing" if app is None else f"a {type(app).__name__}"

@@ -10,6 +10,7 @@ from pgwork.db import Queue
 from pgwork.limits import Rate
 from pgwork.models import NewJob
 from pgwork.operator.db import DatabaseProblem, QueueCache, jobs_by_owner, sum_backlog
+from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import LimitedWork, recommend
 from pgwork.operator.spec import ScalingSpec
 
@@ -121,3 +122,43 @@ def test_what_libpq_quotes_of_the_password_is_scrubbed(dsn: str, params: dict[st
     runs = {secret[i : i + 4] for i in range(len(secret) - 3)}
     assert not [r for r in runs if r in str(info.value)], str(info.value)
     assert "***" in info.value.message
+
+
+def test_ready_jobs_of_a_type_no_jobqueue_takes_are_reported_per_database(dsn: str, queue: Queue) -> None:
+    """Issue 25: `pgwork enqueue ocr_typo` waited forever and no alert saw it (alerts are per
+    JobQueue). The operator names such types per database, from the reading it makes anyway."""
+    queue.enqueue_many([NewJob("ocr", {"n": n}) for n in range(2)] + [NewJob("mail", {}), NewJob("ocr_typo", {})])
+    queue.enqueue("later_typo", {}, delay=3600)  # not ready: not reported
+    # Another role's connection string for the same database: one database, not two.
+    other_dsn = psycopg.conninfo.make_conninfo(dsn, application_name="another-role")
+    cache = QueueCache()
+    try:
+        q = cache.get(("ns", "a"), dsn)
+        cache.backlog(dsn, q, ["ocr"], now=100.0, max_age=1.0)
+        database, orphans = cache.without_consumer(("ns", "a"), dsn, ["ocr"])
+        assert orphans == {"mail": 1, "ocr_typo": 1}
+        assert database.endswith(f"/{psycopg.conninfo.conninfo_to_dict(dsn)['dbname']}") and "@" not in database
+        b = cache.get(("ns", "b"), other_dsn)
+        cache.backlog(other_dsn, b, ["mail"], now=100.0, max_age=1.0)  # each round reads, then asks
+        assert cache.without_consumer(("ns", "b"), other_dsn, ["mail"]) == (database, {"ocr_typo": 1})
+        assert cache.without_consumer(("ns", "a"), dsn, ["ocr"]) == (database, {"ocr_typo": 1})
+        cache.release(("ns", "b"))
+        assert cache.without_consumer(("ns", "a"), dsn, ["ocr"])[1] == {"mail": 1, "ocr_typo": 1}
+    finally:
+        cache.close_all()
+
+
+def test_the_without_consumer_gauge_follows_each_reading() -> None:
+    metrics = OperatorMetrics()
+
+    def value(job_type: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "pgwork_jobs_without_consumer", {"database": "db:5432/app", "job_type": job_type}
+        )
+
+    metrics.record_without_consumer("db:5432/app", {"mail": 3, "ocr_typo": 1})
+    assert (value("mail"), value("ocr_typo")) == (3.0, 1.0)
+    metrics.record_without_consumer("db:5432/app", {"ocr_typo": 2})
+    assert (value("mail"), value("ocr_typo")) == (None, 2.0)  # a type taken care of loses its series
+    metrics.record_without_consumer("db:5432/app", {})
+    assert value("ocr_typo") is None

@@ -27,6 +27,8 @@ REQUIRED_ALERTS = {
     "PgworkJobsTimingOut",
     "PgworkWorkerAbandonedThreads",
     "PgworkProgressStalled",
+    # Issue 25: ready jobs of a type no JobQueue takes.
+    "PgworkJobsWithoutConsumer",
 }
 
 
@@ -75,6 +77,8 @@ def test_every_alert_has_a_promtool_case_that_fires_and_one_that_stays_silent() 
         ("changes(pgwork_job_progress_sum[3m])", "changes(pgwork_job_progress_sum[30m])"),
         ("changes(pgwork_job_progress_reporting[30m]) >= 0", "changes(pgwork_job_progress_reporting[30m]) == 0"),
         ("pgwork_job_progress_reporting offset 1m", "pgwork_job_progress_reporting offset 30m"),
+        ("(pgwork_jobs_without_consumer) > 3\n", "(pgwork_jobs_without_consumer) > 0\n"),
+        ("(pgwork_jobs_without_consumer) > 0\n        for: 5m", "(pgwork_jobs_without_consumer) > 0\n        for: 15m"),
     ],
     ids=[
         "heartbeat-threshold",
@@ -89,6 +93,8 @@ def test_every_alert_has_a_promtool_case_that_fires_and_one_that_stays_silent() 
         "stalled-window",
         "stalled-count-guard",
         "stalled-scraped-long-enough",
+        "without-consumer-threshold",
+        "without-consumer-for",
     ],
 )
 def test_promtool_tests_catch_a_broken_rule(tmp_path: Path, mutation: str, original: str) -> None:

@@ -461,8 +461,7 @@ def test_a_backlog_with_no_workers_and_an_old_ready_job(stack: Stack) -> None:
 
 
 def test_a_database_going_down_fires_database_down(stack: Stack) -> None:
-    server = embedded.start(Path(tempfile.mkdtemp(prefix="pgwork-remote-pg-")) / "data", delete_on_exit=True)
-    try:
+    with embedded.throwaway("pgwork-remote-pg-") as server:
         with psycopg.connect(embedded.admin_dsn(server), autocommit=True) as conn:
             conn.execute("create database remote")
         dsn = migrated(str(server.get_uri(database="remote")))
@@ -476,8 +475,6 @@ def test_a_database_going_down_fires_database_down(stack: Stack) -> None:
         # the workers' 30 s) before it reports database_up 0; the alert's own (shortened) `for`
         # comes on top.
         stack.firing("PgworkQueueDatabaseDown", "remote", since, within=FIRE_WITHIN + POLL_POOL_TIMEOUT + 5)
-    finally:
-        server.cleanup()
 
 
 def test_jobs_going_dead_fire_dead_jobs_increasing(stack: Stack, dying: str) -> None:

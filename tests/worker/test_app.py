@@ -65,8 +65,13 @@ def test_load_app_takes_the_named_app_only() -> None:
     loaded = load_app("pgwork_test_appobj:app")
     assert loaded.registry.job_types() == ["app-async-echo", "app-broken", "app-echo", "app-slow-retry"]
     assert load_app("pgwork_test_appobj:other").registry.job_types() == ["app-echo"]
-    # The module alone means its @pgwork.handler functions, and it has none.
-    assert load_app("pgwork_test_appobj").registry.job_types() == []
+    # The module alone means its @pgwork.handler functions; it has none, but it has Apps: name one.
+    with pytest.raises(WorkerUsageError) as info:
+        load_app("pgwork_test_appobj")
+    assert str(info.value).endswith(
+        "registers no @pgwork.handler functions, but defines the pgwork.App 'app' (also: other): "
+        "run it with --app pgwork_test_appobj:app"
+    )
     for target, words in (
         ("pgwork_test_appobj:not_an_app", "is a dict, not a pgwork.App"),
         ("pgwork_test_appobj:missing", "is nothing, not a pgwork.App"),

