@@ -31,12 +31,11 @@ from pgwork.dsn import resolve_dsn
 from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
 from pgwork.validation import check_timeout
-from pgwork.worker.options import is_app_name
+from pgwork.worker.options import DEFAULT_MAX_ABANDONED, is_app_name
 from pgwork.worker.registry import F, Registry
-from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
 
 if TYPE_CHECKING:
-    from pgwork.worker.command import Stopper
+    from pgwork.worker.serving import Stopper
 
 DEFAULT_MAX_ATTEMPTS = 5
 
@@ -194,9 +193,10 @@ class App:
         `handle_signals`), or with `burst` until nothing is ready. Returns the exit code: 0, or
         3 once more handler threads got stuck past their timeouts than `max_abandoned`.
         Options are checked as the CLI's are; `metrics_port` is off (0) unless given."""
-        from pgwork.worker import command
+        # Imported here: `import pgwork` stays light (no worker runtime, no tracing SDK).
+        from pgwork.worker.serving import Stopper, options_from_values, serve
 
-        options = command.options_from_values(
+        options = options_from_values(
             app=self.name,
             job_types=None if job_types is None else ",".join(job_types),
             concurrency=str(concurrency),
@@ -212,10 +212,10 @@ class App:
             connect_patience=str(connect_patience),
             max_abandoned=str(max_abandoned),
         )
-        stopper = command.Stopper()
+        stopper = Stopper()
         self._stopper = stopper
         try:
-            return command.serve(
+            return serve(
                 options,
                 self.registry.copy(),
                 self.resolved_dsn(),

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from pgwork.worker.holdings import Held
+from pgwork.worker.attempt import Attempt
 
 log = logging.getLogger("pgwork.worker")
 
@@ -35,7 +35,7 @@ LAG_WARN_EVERY = 10.0
 # How long stopping waits for tasks still running (they were cancelled already) to end.
 STOP_SECONDS = 1.0
 
-JobCoroutine = Callable[[Held], Coroutine[Any, Any, None]]
+JobCoroutine = Callable[[Attempt], Coroutine[Any, Any, None]]
 
 
 class EventLoop(threading.Thread):
@@ -53,11 +53,11 @@ class EventLoop(threading.Thread):
 
     # -- from other threads ---------------------------------------------------------------
 
-    def submit(self, held: Held, run: JobCoroutine, done: Callable[[], None]) -> None:
+    def submit(self, held: Attempt, run: JobCoroutine, done: Callable[[], None]) -> None:
         """Start `run(held)` as a task on the loop; `done()` is called on the loop thread when it ends."""
         self._loop.call_soon_threadsafe(self._spawn, held, run, done)
 
-    def cancel(self, held: Held) -> None:
+    def cancel(self, held: Attempt) -> None:
         """Cancel the job's task, if it is running: the one place an async job is cancelled.
         Safe from any thread and at any time (a task already done, or a loop already closed,
         is left alone)."""
@@ -85,7 +85,7 @@ class EventLoop(threading.Thread):
             if all(t.done() for t in self._tasks.values()):
                 self._loop.close()
 
-    def _spawn(self, held: Held, run: JobCoroutine, done: Callable[[], None]) -> None:
+    def _spawn(self, held: Attempt, run: JobCoroutine, done: Callable[[], None]) -> None:
         job_id = held.claimed.id
         task = self._loop.create_task(run(held), name=f"pgwork-job-{job_id}")
         self._tasks[job_id] = task

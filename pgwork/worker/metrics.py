@@ -17,7 +17,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from pgwork.worker.holdings import HeldState, Holdings
+from pgwork.worker.attempt import AttemptState
+from pgwork.worker.holdings import Holdings
 
 # Claims take about a millisecond; start fine enough to see that.
 CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -139,7 +140,7 @@ def heartbeat_age(holdings: Holdings, now: float) -> float:
     renewed = [
         h.lease_deadline - h.lease_seconds
         for h in holdings.snapshot()
-        if h.state in (HeldState.WAITING, HeldState.RUNNING) and not h.job.lease_lost
+        if h.state in (AttemptState.WAITING, AttemptState.RUNNING) and not h.job.lease_lost
     ]
     return max(0.0, now - min(renewed)) if renewed else 0.0
 
@@ -149,7 +150,7 @@ def progress_figures(holdings: Holdings, job_type: str) -> tuple[int, float]:
     reported = [
         p.fraction
         for h in holdings.snapshot()
-        if h.state is HeldState.RUNNING
+        if h.state is AttemptState.RUNNING
         and h.claimed.job_type == job_type
         and (p := h.job.reported_progress) is not None
     ]

@@ -8,12 +8,15 @@ from dataclasses import dataclass
 
 from pgwork.durations import parse_duration
 from pgwork.validation import text_problem
-from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
 
 # MODULE, or MODULE:NAME for a pgwork.App object in it.
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
 MAX_CONCURRENCY = 1000
 MAX_BATCH = 10_000
+# --max-abandoned's default, and the worker's exit code once abandoned threads passed it (2 is a
+# usage or connection error, 130 an interrupt); pgwork.worker.timeouts acts on them.
+DEFAULT_MAX_ABANDONED = 3
+EXIT_ABANDONED = 3
 
 
 def is_app_name(text: str) -> bool:

@@ -69,9 +69,10 @@ class Job:
     _on_stop: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _reported: Progress | None = field(default=None, repr=False)  # the newest progress
     _unsent: Progress | None = field(default=None, repr=False)  # ... not yet given to a heartbeat
-    # Saves a checkpoint's JSON text, fenced by this attempt's lease (set by the worker). None: a
-    # Job made by hand, e.g. in a handler's unit test, whose checkpoints stay in memory.
-    _saver: Callable[[Any], bool] | None = field(default=None, repr=False)
+    # Saves a checkpoint, fenced by this attempt's lease (set by the worker); False: the lease
+    # is lost. None: a Job made by hand, e.g. in a handler's unit test, whose checkpoints stay
+    # in memory (a test may pass its own to play a lost lease).
+    saver: Callable[[Any], bool] | None = field(default=None, repr=False)
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -125,7 +126,7 @@ class Job:
         A state that is not JSON or too large raises InvalidArgument; an unreachable database
         raises its error (the handler may catch it and carry on)."""
         text = checkpoint_json(state)  # the handler's error, raised before anything is sent
-        saved = True if self._saver is None else self._saver(state)
+        saved = True if self.saver is None else self.saver(state)
         if saved:
             self.last_checkpoint = json.loads(text)  # a copy: later changes to `state` are not saved
         else:

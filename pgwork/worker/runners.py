@@ -20,41 +20,39 @@ import queue
 import threading
 from collections.abc import Callable
 
+from pgwork.worker.attempt import Attempt
 from pgwork.worker.eventloop import EventLoop, JobCoroutine
-from pgwork.worker.holdings import Held
 
 log = logging.getLogger("pgwork.worker")
 
 
+# Runs one attempt on a runner thread. True: it wrote its own outcome and claimed into its slot
+# (Finisher.submit's shortcut), so the main loop need not be woken.
+Run = Callable[[Attempt], bool | None]
+
+
 class Runners:
     def __init__(
-        self,
-        count: int,
-        run: Callable[[Held], None],
-        *,
-        run_async: JobCoroutine | None = None,
-        is_async: Callable[[Held], bool] = lambda held: False,
-        threads: bool = True,
-        idle: Callable[[], None] = lambda: None,
+        self, count: int, *, threads: bool = True, loop: bool = False, freed: threading.Event | None = None
     ) -> None:
-        """`run` runs a plain handler's job on a runner thread; `run_async` (given when some type
-        has an async handler) is awaited on the event loop for the jobs `is_async` picks.
-        `threads` False: no job has a plain handler, so no runner thread is started. `idle` is
-        called when the last busy slot frees (the finisher then writes instead of lingering)."""
+        """`count` slots. `threads` False: no job has a plain handler, so no runner thread is
+        started; `loop`: some job has an async handler, so the event loop runs. `freed` is set
+        when a job ends and the main loop may find room to claim into. What runs is given to
+        `start`."""
         self._count = count
-        self._run = run
-        self._run_async = run_async
-        self._is_async = is_async
-        self._idle = idle
-        self._jobs: queue.SimpleQueue[Held | None] = queue.SimpleQueue()
-        self._waiting: collections.deque[Held] = collections.deque()
+        self._run: Run = lambda attempt: None
+        self._run_async: JobCoroutine | None = None
+        self._idle: Callable[[], None] = lambda: None
+        self._freed = freed
+        self._jobs: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
+        self._waiting: collections.deque[Attempt] = collections.deque()
         self._lock = threading.Lock()
         self.busy = 0  # jobs started (on a thread or the loop) and not yet ended, abandoned ones not counted
         self._made = 0
         self._started = False
         self._threads = [self._new() for _ in range(count if threads else 0)]
         self._abandoned: set[threading.Thread] = set()
-        self.loop = EventLoop() if run_async is not None else None
+        self.loop = EventLoop() if loop else None
 
     def _new(self) -> threading.Thread:
         thread = threading.Thread(target=self._serve, name=f"pgwork-runner-{self._made}", daemon=True)
@@ -66,8 +64,23 @@ class Runners:
         where = [w for w, used in (("threads", self._threads), ("an event loop", self.loop)) if used]
         return " on " + " and ".join(where)
 
-    def start(self) -> None:
+    @property
+    def threads(self) -> int:
+        """Runner threads in the pool (abandoned ones not counted)."""
         with self._lock:
+            return len(self._threads)
+
+    def is_busy(self) -> bool:
+        return self.busy > 0
+
+    def start(
+        self, run: Run, run_async: JobCoroutine | None = None, *, idle: Callable[[], None] = lambda: None
+    ) -> None:
+        """Start serving: `run` runs a plain handler's attempt on a runner thread, `run_async` an
+        async one's on the event loop; `idle` is called when the last busy slot frees (the
+        finisher then writes instead of lingering)."""
+        with self._lock:
+            self._run, self._run_async, self._idle = run, run_async, idle
             self._started = True
             threads = list(self._threads)
         for thread in threads:
@@ -75,10 +88,10 @@ class Runners:
         if self.loop is not None:
             self.loop.start()
 
-    def submit(self, held: Held) -> None:
-        self.submit_many([held])
+    def submit(self, attempt: Attempt) -> None:
+        self.submit_many([attempt])
 
-    def submit_many(self, batch: list[Held]) -> None:
+    def submit_many(self, batch: list[Attempt]) -> None:
         """A claim's jobs, in its order: one lock and one dispatch for the batch, not per job."""
         with self._lock:
             self._waiting.extend(batch)
@@ -107,11 +120,11 @@ class Runners:
         self._dispatch()  # its slot is free again
         return True
 
-    def cancel(self, held: Held) -> None:
+    def cancel(self, attempt: Attempt) -> None:
         """Cancel a running async job's task (see EventLoop.cancel); a plain handler's job is
         only told to stop (Job.request_stop), as a thread cannot be cancelled."""
-        if self.loop is not None and self._is_async(held):
-            self.loop.cancel(held)
+        if self.loop is not None and attempt.on_loop:
+            self.loop.cancel(attempt)
 
     def stop(self) -> None:
         """Each runner thread ends after the job it is on (jobs still queued were released
@@ -139,23 +152,26 @@ class Runners:
             with self._lock:
                 if self.busy >= self._count or not self._waiting:
                     return
-                held = self._waiting.popleft()
+                attempt = self._waiting.popleft()
                 self.busy += 1
-            if self._on_loop(held):
+            if self._on_loop(attempt):
                 assert self.loop is not None and self._run_async is not None
-                self.loop.submit(held, self._run_async, self._task_ended)
+                self.loop.submit(attempt, self._run_async, self._task_ended)
             else:
-                self._jobs.put(held)
+                self._jobs.put(attempt)
 
     @property
     def queued(self) -> int:
         """Jobs submitted and not yet handed to a slot (read without the lock: a hint)."""
         return len(self._waiting)
 
-    def _ended(self, *, runner: bool = False) -> Held | None:
+    def _ended(self, *, runner: bool = False, inline: bool = False) -> Attempt | None:
         """A slot is free. On a runner thread (`runner`), the next queued job, if a plain
         handler's, is returned for that same thread to run: a job handed from one thread to the
-        next costs a wake-up and a switch of the interpreter lock each, more than a trivial job."""
+        next costs a wake-up and a switch of the interpreter lock each, more than a trivial job.
+        `inline`: the attempt's own write claimed into the slot and woke the main loop already."""
+        if not inline:
+            self._wake_main()
         mine = None
         with self._lock:
             self.busy -= 1
@@ -168,27 +184,36 @@ class Runners:
                 self._idle()
         return mine
 
+    def _wake_main(self) -> None:
+        """Wake the main loop only if it may find room: while --concurrency jobs are still
+        queued here (each held WAITING), claim_size says 0 anyway, and waking it per job to
+        learn that costs a thread switch each."""
+        freed = self._freed
+        if freed is not None and len(self._waiting) < self._count and not freed.is_set():
+            freed.set()
+
     def _task_ended(self) -> None:
         self._ended()
 
-    def _on_loop(self, held: Held) -> bool:
-        return self.loop is not None and self._run_async is not None and self._is_async(held)
+    def _on_loop(self, attempt: Attempt) -> bool:
+        return self.loop is not None and self._run_async is not None and attempt.on_loop
 
     def _serve(self) -> None:
         me = threading.current_thread()
-        held: Held | None = None
+        attempt: Attempt | None = None
         while True:
-            if held is None:
-                held = self._jobs.get()
-                if held is None:
+            if attempt is None:
+                attempt = self._jobs.get()
+                if attempt is None:
                     return
+            inline = False
             try:
-                self._run(held)
+                inline = bool(self._run(attempt))
             except BaseException:  # a runner must outlive any job; _run records its own errors
-                log.exception("job %s: runner failed", held.claimed.id)
+                log.exception("job %s: runner failed", attempt.id)
             with self._lock:
                 replaced = me in self._abandoned
                 self._abandoned.discard(me)
             if replaced:
                 return  # its slot went to a replacement: end here, or the pool would run one too many
-            held = self._ended(runner=True)
+            attempt = self._ended(runner=True, inline=inline)
