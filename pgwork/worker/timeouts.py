@@ -187,10 +187,9 @@ class Enforcer:
             backoff=attempt.retry_delay(),
             now=datetime.now(UTC),
         )
-        if attempt.runner is not None:
-            self._runners.abandon(attempt.runner)
+        thread = attempt.runner
+        stuck = self._runners.abandoned + (1 if thread is not None else 0)
         self._metrics.abandoned.labels(attempt.job_type).inc()
-        stuck = self._runners.abandoned
         log.error(
             "job %s (%s): the handler did not return after being told to stop; its thread is abandoned "
             "(%d abandoned, --max-abandoned %d) and a new runner takes its place",
@@ -199,9 +198,14 @@ class Enforcer:
             stuck,
             self._max_abandoned,
         )
-        self._finisher.submit(attempt)
-        self._finisher.poke()
         if too_many_abandoned(stuck, self._max_abandoned):
+            # First: the freed slot must start nothing more, and the write below may carry the
+            # next claim (one round trip); a worker giving up claims nothing. What it holds
+            # unstarted goes back at once, without running (issue 25).
             self._give_up(
                 f"{stuck} handler threads are stuck past their timeouts (--max-abandoned {self._max_abandoned})"
             )
+        if thread is not None:
+            self._runners.abandon(thread)
+        self._finisher.submit(attempt)
+        self._finisher.poke()

@@ -234,3 +234,34 @@ def test_an_async_handler_past_its_timeout_is_cancelled_and_the_attempt_retries(
     assert row.available_at > row.created_at
     assert _value(worker, "timed_out", "async-overrun") == 1
     assert _value(worker, "abandoned", "async-overrun") == 0
+
+
+def test_a_worker_giving_up_on_stuck_threads_starts_no_further_job(queue: Queue) -> None:
+    # Issue 25: with --concurrency 1 the abandoned attempt's failure was written by a write that
+    # also claimed the next job, which then ran (and timed out, an attempt burned) although the
+    # worker was about to drain. Giving up comes first now: that write claims nothing.
+    registry = Registry()
+    release = threading.Event()
+    started: list[int] = []
+
+    def hung(job: Job) -> str:
+        started.append(job.id)
+        release.wait(60)  # ignores job.should_stop
+        return "late"
+
+    registry.register("hung", hung, timeout="300ms", backoff=LATER)
+    ids = [queue.enqueue("hung", {"n": n}) for n in range(3)]
+    worker, thread = _worker(queue, registry, concurrency=1, max_abandoned=0, grace=1)
+    try:
+        thread.join(20)
+        assert not thread.is_alive()
+    finally:
+        release.set()
+        worker.queue.close()
+    assert worker.exit_code == EXIT_ABANDONED
+    assert len(started) == 1
+    for job_id in ids:
+        row = queue.job(job_id)
+        assert row is not None and row.status == "pending" and row.lease_token is None
+        # Only the abandoned job used an attempt; the others were never claimed.
+        assert row.attempt_count == (1 if job_id == started[0] else 0), (job_id, row.attempt_count)
