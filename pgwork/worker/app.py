@@ -32,7 +32,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
 from pgwork.validation import check_timeout
 from pgwork.worker.options import DEFAULT_MAX_ABANDONED, is_app_name
-from pgwork.worker.registry import F, Registry
+from pgwork.worker.registry import F, Registry, check_batch
 
 if TYPE_CHECKING:
     from pgwork.worker.serving import Stopper
@@ -85,16 +85,26 @@ class App:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         timeout: float | str | timedelta | None = None,
+        batch: int | None = None,
+        batch_wait: float | str | timedelta | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function (plain or `async def`) for `job_type` on this App
         only. `max_attempts` is the default `enqueue` gives its jobs; `backoff` spaces the
         retries of its failures; `timeout` ("10m", seconds, or a timedelta) bounds each attempt
-        (a job's own overrides it)."""
+        (a job's own overrides it). `batch=N`: a batch handler, called with a list of up to N
+        jobs, waiting at most `batch_wait` for the batch to fill (see pgwork.handler)."""
         seconds = check_timeout(timeout)  # at the decorator line, before any function is given
+        size, wait = check_batch(batch, batch_wait)
 
         def decorate(func: F) -> F:
             self.registry.register(
-                job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff, timeout=seconds
+                job_type,
+                func,
+                max_attempts=max_attempts,
+                backoff=backoff or self.backoff,
+                timeout=seconds,
+                batch=size,
+                batch_wait=wait,
             )
             return func
 
@@ -176,6 +186,7 @@ class App:
         job_types: Sequence[str] | None = None,
         concurrency: int = 1,
         batch: int = 1,
+        batch_wait: float | str | None = None,
         lease: float | str = "30s",
         heartbeat: float | str | None = None,
         burst: bool = False,
@@ -201,6 +212,7 @@ class App:
             job_types=None if job_types is None else ",".join(job_types),
             concurrency=str(concurrency),
             batch=str(batch),
+            batch_wait=None if batch_wait is None else str(batch_wait),
             lease=str(lease),
             heartbeat=None if heartbeat is None else str(heartbeat),
             burst=burst,

@@ -19,7 +19,7 @@ from opentelemetry import trace
 
 from pgwork.backoff import Backoff
 from pgwork.models import ClaimedJob, Lease
-from pgwork.worker.outcome import Decision
+from pgwork.worker.outcome import Decision, Ended
 from pgwork.worker.registry import HandlerSpec, Job
 
 
@@ -52,6 +52,9 @@ class Attempt:
     deadline: float | None = None
     runner: threading.Thread | None = None
     span: trace.Span | None = None
+    # How a batch handler's call ended for this job, until it is decided (one job's call decides
+    # at once and never sets it).
+    ended: Ended | None = None
     # What to write, once decided (by the runner, or by the watchdog for an abandoned handler).
     decision: Decision | None = None
     # The watchdog told the handler to stop; then gave up on its thread and decided without it.

@@ -7,6 +7,13 @@ A stop request (cancellation, lease lost, shutdown) reaches a plain handler thro
 `Job.should_stop`/`Job.sleep`, and an async one also as a CancelledError at the await it is in
 (Runners.cancel); either way the stop reason, not what the handler then returns or raises,
 decides the outcome. Everything this learns is kept on the Attempt (pgwork.worker.attempt).
+
+A batch handler's jobs (`run_batch`, `run_async_batch`) are begun, spanned and decided one by one
+around a single call with the list of those still to run; each entry it returns is that job's
+ending (an exception instance: that job failed), and its outcomes are handed over together, to be
+written in one transaction. A job told to stop while the call ran ends by its stop reason, whatever
+its entry says; the others keep theirs. An async batch's task is cancelled only once every job in
+it is told to stop.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pgwork import tracing
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.describe import describe_error, payload_problem
 from pgwork.worker.finishes import Finisher
+from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.outcome import Ended, Outcome, decide, worker_error
 from pgwork.worker.registry import PermanentError, StopReason, running
 from pgwork.worker.timeouts import arm
@@ -42,9 +50,12 @@ class Calls:
         worker_id: str,
         stopping: threading.Event,
         cancel: Callable[[Attempt], None],
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         """`stopping`: set once the worker drains (jobs not yet started are not begun);
-        `cancel`: cancels a running async job's task (Runners.cancel)."""
+        `cancel`: cancels a running async job's task, or a batch's by its first job
+        (Runners.cancel); `metrics`: where batch sizes and fill waits are observed."""
+        self._metrics = metrics or WorkerMetrics()
         self._finisher = finisher
         self._tracer = tracer
         self._worker_id = worker_id
@@ -58,13 +69,14 @@ class Calls:
         next claim made) by this call itself (Finisher.submit's shortcut)."""
         if not self._begin(attempt):
             return False
-        inline = False
         try:
             attempt.span = self._start_span(attempt)
-            inline = self._settle(attempt, self._ready(attempt) or self._call(attempt), on_loop=False)
+            if self._decided(attempt, self._ready(attempt) or self._call(attempt)):
+                # A plain handler's runner may write its own outcome (a one-job worker's shortcut).
+                return self._finisher.submit(attempt)
         except BaseException as exc:  # a bug here must not take the process down
             self._failed(attempt, exc)
-        return inline
+        return False
 
     async def run_async(self, attempt: Attempt) -> None:
         """An async handler's attempt, as a task on the event loop."""
@@ -78,9 +90,88 @@ class Calls:
         attempt.job.when_stopped(lambda: self._cancel(attempt))
         try:
             attempt.span = self._start_span(attempt)
-            self._settle(attempt, self._ready(attempt) or await self._call_async(attempt), on_loop=True)
+            if self._decided(attempt, self._ready(attempt) or await self._call_async(attempt)):
+                # Never written on the loop: the write and its retries would block every async job.
+                self._finisher.submit(attempt, may_write=False)
         except BaseException as exc:  # a bug here must not take the loop down
             self._failed(attempt, exc)
+
+    def run_batch(self, attempts: list[Attempt]) -> bool:
+        """A plain batch handler's jobs, on a runner thread: one call for them all. True: their
+        outcomes were written (and the next claim made) by this call itself."""
+        begun = self._begin_batch(attempts)
+        if not begun:
+            return False
+        try:
+            todo = self._todo(begun)
+            if todo:
+                jobs = [a.job for a in todo]
+                try:
+                    self._ended(todo, _batch_returned(_func(todo)(jobs), len(jobs)))
+                except BaseException as exc:  # nothing a handler does may crash the worker
+                    self._ended(todo, exc)
+            return self._finisher.submit_many([a for a in begun if self._settled(a)])
+        except BaseException as exc:
+            for a in begun:
+                self._failed(a, exc)
+        return False
+
+    async def run_async_batch(self, attempts: list[Attempt]) -> None:
+        """An async batch handler's jobs, as one task on the event loop."""
+        begun = self._begin_batch(attempts)
+        if not begun:
+            return
+        for a in begun:
+            a.runner = None
+            # A job's stop alone does not cancel the call the others are in: once all are told.
+            a.job.when_stopped(lambda: self._stop_batch(begun, attempts[0]))
+        try:
+            todo = self._todo(begun)
+            if todo:
+                jobs = [a.job for a in todo]
+                try:
+                    self._ended(todo, _batch_returned(await _func(todo)(jobs), len(jobs)))
+                except BaseException as exc:  # CancelledError too: the stop reasons decide
+                    self._ended(todo, exc)
+            self._finisher.submit_many([a for a in begun if self._settled(a)], may_write=False)
+        except BaseException as exc:
+            for a in begun:
+                self._failed(a, exc)
+
+    # -- around a batch's call ------------------------------------------------------------
+
+    def _begin_batch(self, attempts: list[Attempt]) -> list[Attempt]:
+        begun = [a for a in attempts if self._begin(a)]
+        if begun:
+            first = min(a.claimed_at for a in begun)
+            self._metrics.batch_size.labels(begun[0].job_type).observe(len(begun))
+            self._metrics.batch_wait.labels(begun[0].job_type).observe(time.monotonic() - first)
+        return begun
+
+    def _todo(self, begun: list[Attempt]) -> list[Attempt]:
+        """Start each job's span; settle those that end without the call; the rest are called."""
+        todo = []
+        for a in begun:
+            a.span = self._start_span(a)
+            ready = self._ready(a)
+            if ready is None:
+                todo.append(a)
+            else:
+                a.ended = ready
+        return todo
+
+    def _ended(self, todo: list[Attempt], returned: list[Ended] | BaseException) -> None:
+        for index, a in enumerate(todo):
+            a.ended = Ended(error=returned) if isinstance(returned, BaseException) else returned[index]
+
+    def _settled(self, a: Attempt) -> bool:
+        ended, a.ended = a.ended, None
+        return ended is not None and self._decided(a, ended)
+
+    def _stop_batch(self, begun: list[Attempt], first: Attempt) -> None:
+        """Cancel the batch's task (keyed by its first job, begun or not) once all are told to stop."""
+        if all(a.job.should_stop for a in begun):
+            self._cancel(first)
 
     # -- around the call ------------------------------------------------------------------
 
@@ -137,8 +228,9 @@ class Calls:
         attributes = tracing.consumer_span_attributes(c.id, c.job_type, c.attempt, c.max_attempts, self._worker_id)
         return tracing.start_consumer_span(self._tracer, attempt.job.trace_context, attributes, c.job_type)
 
-    def _settle(self, attempt: Attempt, ended: Ended, *, on_loop: bool) -> bool:
-        """Decide the attempt and hand it to the finisher. True: written on this thread."""
+    def _decided(self, attempt: Attempt, ended: Ended) -> bool:
+        """Decide the attempt (its `decision`). True: hand it to the finisher; False: nothing to
+        write (abandoned, or released on shutdown meanwhile)."""
         released = not attempt.transition({AttemptState.RUNNING}, AttemptState.FINISHING)
         if attempt.abandoned:
             # The watchdog decided this attempt without us; its token no longer holds the job.
@@ -171,9 +263,7 @@ class Calls:
                     {"exception.message": decision.message or "", "exception.stacktrace": decision.error or ""},
                 )
         attempt.decision = decision
-        # A plain handler's runner may write its own outcome (a one-job worker's shortcut); the
-        # event loop never does, as the write and its retries would block every async job.
-        return self._finisher.submit(attempt, may_write=not on_loop)
+        return True
 
     def _failed(self, attempt: Attempt, exc: BaseException) -> None:
         log.error("job %s: runner failed: %s", attempt.id, describe_error(exc))
@@ -192,6 +282,26 @@ class Calls:
 
 
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
+def _func(todo: list[Attempt]) -> Callable[..., Any]:
+    spec = todo[0].spec
+    assert spec is not None  # only registered types are claimed
+    return spec.func
+
+
+def _batch_returned(value: Any, count: int) -> list[Ended]:
+    """What a batch handler returned for `count` jobs: one ending per job, in order (an exception
+    instance in a job's place fails that job). Anything else fails every job of the call."""
+    if inspect.iscoroutine(value):
+        value.close()
+    if not isinstance(value, list | tuple) or len(value) != count:
+        what = f"{len(value)} entries" if isinstance(value, list | tuple) else f"a {type(value).__name__}"
+        raise RuntimeError(
+            f"the batch handler returned {what} for {count} jobs: return a list with one result (or an "
+            "exception, to fail that job alone) per job, in the order of the jobs it was given"
+        )
+    return [Ended(error=v) if isinstance(v, BaseException) else Ended(value=v) for v in value]
 
 
 def _returned(value: Any) -> Ended:

@@ -34,6 +34,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--job-types", metavar="A,B", help="only these job types (default: every type MODULE handles)")
     p.add_argument("--concurrency", default="1", metavar="N", help="jobs running at once in this process (default 1)")
     p.add_argument("--batch", default="1", metavar="N", help="claim up to N jobs per statement, for short jobs")
+    p.add_argument(
+        "--batch-wait",
+        default=None,
+        metavar="DURATION",
+        help="longest a claimed job waits for its batch handler's batch to fill, e.g. 20ms "
+        "(default: each batch handler's own batch_wait)",
+    )
     p.add_argument("--lease", default="30s", help="lease per claim, renewed by heartbeats (default 30s)")
     p.add_argument("--heartbeat", default=None, help="renewal interval, at most a third of --lease (default lease/3)")
     p.add_argument("--burst", action="store_true", help="exit 0 once no job is ready and none is running")
@@ -76,6 +83,7 @@ def options_from_args(args: argparse.Namespace) -> WorkerOptions:
         poll=args.poll,
         connect_patience=args.connect_patience,
         max_abandoned=args.max_abandoned,
+        batch_wait=args.batch_wait,
     )
 
 

@@ -111,22 +111,27 @@ class Finisher(threading.Thread):
             return self._gate is not None and (bool(self._pending) or self._writing)
 
     def submit(self, item: Attempt, *, may_write: bool = True) -> bool:
-        """Hand over a decided attempt (its `decision` set). A one-job worker's runner (`inline`) writes it itself
-        when nothing else is pending, and the claim riding on it queues the next job for that
-        same runner: no thread hand-off on the way from one job to the next. True: written.
-        `may_write` False: never on the caller's thread (the event loop, which a write and its
-        retries would block)."""
+        """Hand over a decided attempt (its `decision` set). A one-job worker's runner (`inline`)
+        writes it itself when nothing else is pending, and the claim riding on it queues the next
+        job for that same runner: no thread hand-off on the way from one job to the next. True:
+        written. `may_write` False: never on the caller's thread (the event loop, which a write
+        and its retries would block)."""
+        return self.submit_many([item], may_write=may_write)
+
+    def submit_many(self, items: list[Attempt], *, may_write: bool = True) -> bool:
+        """`submit` for a batch handler's jobs: handed over together, so they share a write."""
         with self._cond:
             inline = may_write and self._inline and not self._pending and not self._writing and not self._stopping
-            if not inline:
-                self._pending.append(item)
+            if not inline or len(items) > MAX_BATCH:
+                before = len(self._pending)
+                self._pending.extend(items)
                 # Woken once per batch, not per outcome: the first one starts the linger (the
                 # runners going idle, pgwork.worker.runners, or a full batch ends it early).
-                if len(self._pending) == 1 or len(self._pending) >= MAX_BATCH:
+                if before == 0 or len(self._pending) >= MAX_BATCH:
                     self._cond.notify()
                 return False
             self._writing = True
-        self._flush([item])
+        self._flush(items)
         return True
 
     def poke(self) -> None:

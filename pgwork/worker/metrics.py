@@ -25,6 +25,11 @@ CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 # Jobs run from 200 ms to many minutes.
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0)
 
+# A batch handler's calls: from one job to MAX_BATCH.
+BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# How long a batch's first job waited for the batch to fill (bounded by batch_wait, at most 60 s).
+BATCH_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
+
 OUTCOMES = ("succeeded", "duplicate", "retry", "dead", "cancelled", "lease_lost", "released")
 
 
@@ -98,6 +103,21 @@ class WorkerMetrics:
             "Attempts whose handler did not return when told to stop after its timeout: failed without it, "
             "its thread given up on and replaced.",
             ["job_type"],
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "pgwork_batch_size",
+            "Jobs per batch handler call, by job type.",
+            ["job_type"],
+            buckets=BATCH_SIZE_BUCKETS,
+            registry=r,
+        )
+        self.batch_wait = Histogram(
+            "pgwork_batch_wait_seconds",
+            "Time from the claim of a batch's first job to the batch handler's call (waiting for the batch "
+            "to fill, at most its batch_wait, plus waiting for a free slot), by job type.",
+            ["job_type"],
+            buckets=BATCH_WAIT_BUCKETS,
             registry=r,
         )
         self.abandoned_threads = Gauge(

@@ -23,6 +23,7 @@ lease and the reaper returns them once it lapses.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -129,15 +130,25 @@ class Worker:
             owner=options.worker_id,
         )
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
-        # Per job type, once: the handler's registration with its backoff resolved (the
-        # handler's own, else the Queue's default), and whether it runs on the event loop.
+        # Per job type, once: the handler's registration as this worker runs it (--batch-wait
+        # over a batch handler's own), and whether it runs on the event loop.
         self._handlers: dict[str, tuple[HandlerSpec, bool]] = {}
         for t in types:
             spec = registry.spec(t)
             assert spec is not None  # checked above
+            if spec.batch is not None and options.batch_wait is not None:
+                spec = dataclasses.replace(spec, batch_wait=options.batch_wait)
             self._handlers[t] = (spec, spec.is_async)
+            if spec.batch is not None:  # its batch series exist from the first scrape, at zero
+                self.metrics.batch_size.labels(t)
+                self.metrics.batch_wait.labels(t)
+        # A slot runs one job, or one batch handler's call of up to its batch: the worker holds
+        # up to --concurrency of the largest, and claims at least one such batch at a time.
+        self._per_slot = max(spec.batch or 1 for spec, _ in self._handlers.values())
         plain, asynchronous = registry.kinds(types)
-        self.runners = Runners(options.concurrency, threads=plain, loop=asynchronous, freed=self._wake)
+        self.runners = Runners(
+            options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, per_slot=self._per_slot
+        )
         # The main loop and the finisher (whose write can carry the next claim) take turns.
         self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, self._room, self._took))
         self.finisher = Finisher(
@@ -155,9 +166,15 @@ class Worker:
             worker_id=options.worker_id,
             stopping=self._stop,
             cancel=self.runners.cancel,
+            metrics=self.metrics,
         )
         enforcer = Enforcer(
-            self.runners, self.finisher, self.metrics, max_abandoned=options.max_abandoned, give_up=self._give_up
+            self.holdings,
+            self.runners,
+            self.finisher,
+            self.metrics,
+            max_abandoned=options.max_abandoned,
+            give_up=self._give_up,
         )
         self._watchdog = Watchdog(self.holdings, enforcer.tell, enforcer.abandon)
         self._shutdown = Shutdown(
@@ -235,7 +252,14 @@ class Worker:
         or EXIT_ABANDONED after more handler threads got stuck than --max-abandoned allows."""
         self.start_metrics()
         self._heartbeat.start()
-        self.runners.start(self._calls.run, self._calls.run_async, idle=self.finisher.poke)
+        calls = self._calls
+        self.runners.start(
+            calls.run,
+            calls.run_async,
+            run_batch=calls.run_batch,
+            run_async_batch=calls.run_async_batch,
+            idle=self.finisher.poke,
+        )
         self.finisher.start()
         self._watchdog.start()
         if self._listener is not None:
@@ -318,8 +342,8 @@ class Worker:
         if self._stop.is_set():
             return 0
         return claim_size(
-            self.options.concurrency,
-            self.options.batch,
+            self.options.concurrency * self._per_slot,
+            max(self.options.batch, self._per_slot),
             waiting=self.holdings.count(AttemptState.WAITING),
             running=self.holdings.count(AttemptState.RUNNING),
             finishing=self.holdings.count(AttemptState.FINISHING),

@@ -142,6 +142,7 @@ def arm(attempt: Attempt) -> None:
 class Enforcer:
     def __init__(
         self,
+        holdings: Holdings,
         runners: Runners,
         finisher: Finisher,
         metrics: WorkerMetrics,
@@ -149,6 +150,7 @@ class Enforcer:
         max_abandoned: int,
         give_up: Callable[[str], None],
     ) -> None:
+        self._holdings = holdings
         self._runners = runners
         self._finisher = finisher
         self._metrics = metrics
@@ -172,24 +174,22 @@ class Enforcer:
     def abandon(self, attempt: Attempt) -> None:
         """The handler did not return: decide the attempt's outcome without it and write it
         (fenced, as any failure), free its slot, and never renew its lease again (once written
-        it is not held). Its span ends with that write, the timeout recorded as its error."""
-        with attempt.lock:
-            if attempt.state is not AttemptState.RUNNING:
-                return  # it returned (or was released) meanwhile: the runner decides
-            attempt.state = AttemptState.FINISHING
-            attempt.abandoned = True
-        job = attempt.job
-        attempt.decision = abandoned(
-            job.stop_reason,
-            attempt.timeout or 0.0,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            backoff=attempt.retry_delay(),
-            now=datetime.now(UTC),
-        )
+        it is not held). Its span ends with that write, the timeout recorded as its error. A
+        batch handler's other jobs on that thread are abandoned with it: they are in the same call."""
+        if not self._decide_abandoned(attempt, attempt.timeout):
+            return  # it returned (or was released) meanwhile: the runner decides
         thread = attempt.runner
+        mates = [
+            a
+            for a in self._holdings.snapshot()
+            if thread is not None and a is not attempt and a.runner is thread and a.state is AttemptState.RUNNING
+        ]
+        for mate in mates:
+            mate.job.request_stop(StopReason.TIMED_OUT)
+        abandoned_now = [attempt, *(m for m in mates if self._decide_abandoned(m, m.timeout or attempt.timeout))]
         stuck = self._runners.abandoned + (1 if thread is not None else 0)
-        self._metrics.abandoned.labels(attempt.job_type).inc()
+        for a in abandoned_now:
+            self._metrics.abandoned.labels(a.job_type).inc()
         log.error(
             "job %s (%s): the handler did not return after being told to stop; its thread is abandoned "
             "(%d abandoned, --max-abandoned %d) and a new runner takes its place",
@@ -207,5 +207,22 @@ class Enforcer:
             )
         if thread is not None:
             self._runners.abandon(thread)
-        self._finisher.submit(attempt)
+        self._finisher.submit_many(abandoned_now)
         self._finisher.poke()
+
+    def _decide_abandoned(self, attempt: Attempt, timeout: float | None) -> bool:
+        with attempt.lock:
+            if attempt.state is not AttemptState.RUNNING:
+                return False
+            attempt.state = AttemptState.FINISHING
+            attempt.abandoned = True
+        job = attempt.job
+        attempt.decision = abandoned(
+            job.stop_reason,
+            timeout or 0.0,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            backoff=attempt.retry_delay(),
+            now=datetime.now(UTC),
+        )
+        return True
