@@ -27,8 +27,8 @@ JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300
 
 # A batch handler's calls: from one job to MAX_BATCH.
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-# How long a batch's first job waited for the batch to fill (bounded by batch_wait, at most 60 s).
-BATCH_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
+# How long a batch's first job waited for the batch to fill (bounded by batch_wait, at most 5 min).
+BATCH_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 300.0)
 
 OUTCOMES = ("succeeded", "duplicate", "retry", "dead", "cancelled", "lease_lost", "released")
 

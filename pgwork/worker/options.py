@@ -153,8 +153,8 @@ def parse_options(
         )
     n_abandoned = _int(max_abandoned, "--max-abandoned", 0, MAX_CONCURRENCY)
     wait_s = None if batch_wait is None else _duration(batch_wait, "--batch-wait")
-    if wait_s is not None and wait_s > 60:
-        raise OptionError("--batch-wait", f"{batch_wait!r} is over a minute", "use 0..60s, e.g. 20ms")
+    if wait_s is not None and wait_s > 300:
+        raise OptionError("--batch-wait", f"{batch_wait!r} is over 5 minutes", "use 0..5m, e.g. 20ms")
     return WorkerOptions(
         app=app,
         worker_id=owner,

@@ -35,7 +35,7 @@ from pgwork.validation import check_int, check_job_type, check_timeout
 HandlerFunc = Callable[[Any], Any]
 # The most jobs one batch handler call may take, and the longest a claimed job waits for its batch.
 MAX_BATCH = 10_000
-MAX_BATCH_WAIT = 60.0
+MAX_BATCH_WAIT = 300.0  # the operator's spec.worker.batchWait allows up to 5m too
 F = TypeVar("F", bound=HandlerFunc)
 
 
@@ -352,7 +352,7 @@ def check_batch(batch: object, batch_wait: object) -> tuple[int | None, float | 
     size = None if batch is None else check_int(batch, "batch", 1, MAX_BATCH, "how many jobs one call takes, e.g. 64")
     if batch_wait is None:
         return size, None if size is None else 0.0
-    fix = 'give a short duration, e.g. batch_wait="20ms" (at most 60s), or leave it out for no wait'
+    fix = 'give a short duration, e.g. batch_wait="20ms" (at most 5m), or leave it out for no wait'
     if size is None:
         raise InvalidArgument("batch_wait", "is only for batch handlers", "give batch=N too, or leave batch_wait out")
     if isinstance(batch_wait, timedelta):
@@ -367,7 +367,7 @@ def check_batch(batch: object, batch_wait: object) -> tuple[int | None, float | 
     else:
         raise InvalidArgument("batch_wait", f"must be seconds or a duration, got {quoted(batch_wait)}", fix)
     if not 0.0 <= wait <= MAX_BATCH_WAIT:
-        raise InvalidArgument("batch_wait", f"{quoted(batch_wait)} is out of range 0..60s", fix)
+        raise InvalidArgument("batch_wait", f"{quoted(batch_wait)} is out of range 0..5m", fix)
     return size, wait
 
 
