@@ -19,36 +19,19 @@ from pgwork import PermanentError
 from pgwork.backoff import Backoff
 from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
-from pgwork.worker.options import OptionError, WorkerOptions, parse_options
+from pgwork.worker.options import OptionError, parse_options
 from pgwork.worker.registry import Job, Registry
 from pgwork.worker.runtime import Worker
 from tests.support.waiting import wait_for
-from tests.worker.workerkit import Spawn
+from tests.worker.workerkit import InProcess, Spawn
 
 LATER = Backoff(base=300, cap=300, jitter=0)
 
 
-def _start(queue: Queue, registry: Registry, **kw: Any) -> tuple[Worker, threading.Thread]:
-    options = WorkerOptions(app="batches", worker_id="w-batch", metrics_port=0, heartbeat=0.2, lease=3, **kw)
-    worker = Worker(Queue(queue.dsn), options, registry)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    return worker, thread
-
-
-def _stop(worker: Worker, thread: threading.Thread) -> None:
-    worker.request_stop()
-    thread.join(20)
-    worker.queue.close()
-    assert not thread.is_alive()
-
-
 def _burst(queue: Queue, registry: Registry, **kw: Any) -> Worker:
-    worker, thread = _start(queue, registry, burst=True, **kw)
-    thread.join(60)
-    assert not thread.is_alive(), "burst worker did not exit"
-    worker.queue.close()
-    return worker
+    running = InProcess(queue.dsn, registry, "batches", burst=True, **kw)
+    running.join(60)
+    return running.worker
 
 
 def _sample(worker: Worker, name: str, job_type: str) -> float:
@@ -152,13 +135,13 @@ def test_a_job_cancelled_inside_a_batch_is_cancelled_and_the_others_keep_their_r
 
     registry.register("slow", slow, batch=3, batch_wait="5s")
     ids = [queue.enqueue("slow", {"n": n}) for n in range(3)]
-    worker, thread = _start(queue, registry)
+    running = InProcess(queue.dsn, registry, "batches")
     try:
         wait_for(inside.is_set, 20, what="the batch started")
         queue.cancel([ids[1]])
         wait_for(lambda: _done(queue, ids), 20, what="the batch finished")
     finally:
-        _stop(worker, thread)
+        running.stop()
     statuses = [queue.job(i).status for i in ids]  # type: ignore[union-attr]
     assert statuses == ["succeeded", "cancelled", "succeeded"]
     assert queue.result(queue.job(ids[1]).idempotency_key) is None  # type: ignore[union-attr]
@@ -181,12 +164,12 @@ def test_each_job_of_a_batch_times_out_and_a_stuck_call_is_abandoned_whole(queue
     registry.register("stuck", stuck, batch=2, timeout="300ms", backoff=LATER)
     polite_ids = [queue.enqueue("polite", {"n": n}) for n in range(2)]
     stuck_ids = [queue.enqueue("stuck", {"n": n}) for n in range(2)]
-    worker, thread = _start(queue, registry, concurrency=2)
+    running = InProcess(queue.dsn, registry, "batches", concurrency=2)
     try:
         wait_for(lambda: _done(queue, polite_ids + stuck_ids), 30, what="every job timed out")
     finally:
         release.set()
-        _stop(worker, thread)
+        running.stop()
     for job_id in polite_ids:
         row = queue.job(job_id)
         assert row is not None and row.status == "pending" and row.attempt_count == 1
@@ -196,7 +179,7 @@ def test_each_job_of_a_batch_times_out_and_a_stuck_call_is_abandoned_whole(queue
         row = queue.job(job_id)
         assert row is not None and row.status == "pending" and row.lease_token is None
         assert "timed out after 300ms (handler did not return)" in (row.last_error or "")
-    assert _sample(worker, "pgwork_jobs_abandoned_total", "stuck") == 2
+    assert _sample(running.worker, "pgwork_jobs_abandoned_total", "stuck") == 2
 
 
 def test_a_claimed_job_waits_at_most_batch_wait_and_a_full_batch_goes_at_once(queue: Queue) -> None:

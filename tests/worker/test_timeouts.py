@@ -12,32 +12,24 @@ import pytest
 
 from pgwork.backoff import Backoff
 from pgwork.db import Queue
-from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import Job, Registry
 from pgwork.worker.runtime import Worker
 from pgwork.worker.timeouts import EXIT_ABANDONED
 from tests.support.waiting import wait_for
-from tests.support.workers import Spawn
+from tests.support.workers import InProcess, Spawn
 
 # Retries far enough ahead that no attempt runs twice inside one test.
 LATER = Backoff(base=300, cap=300, jitter=0)
 
 
-def _worker(queue: Queue, registry: Registry, **kw: Any) -> tuple[Worker, threading.Thread]:
-    """An in-process worker on its own Queue, which spaces retries by the handlers' backoffs."""
-    options = WorkerOptions(app="timeouts", worker_id="w-timeouts", metrics_port=0, heartbeat=0.2, lease=3, **kw)
-    own = Queue(queue.dsn, backoffs=registry.backoffs())
-    worker = Worker(own, options, registry)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    return worker, thread
+def _worker(queue: Queue, registry: Registry, **kw: Any) -> tuple[Worker, InProcess]:
+    """An in-process worker; its retries are spaced by the handlers' own backoffs."""
+    running = InProcess(queue.dsn, registry, "timeouts", **kw)
+    return running.worker, running
 
 
-def _stop(worker: Worker, thread: threading.Thread) -> None:
-    worker.request_stop()
-    thread.join(15)
-    worker.queue.close()
-    assert not thread.is_alive()
+def _stop(worker: Worker, running: InProcess) -> None:
+    running.stop()
 
 
 SAMPLES = {
@@ -251,13 +243,11 @@ def test_a_worker_giving_up_on_stuck_threads_starts_no_further_job(queue: Queue)
 
     registry.register("hung", hung, timeout="300ms", backoff=LATER)
     ids = [queue.enqueue("hung", {"n": n}) for n in range(3)]
-    worker, thread = _worker(queue, registry, concurrency=1, max_abandoned=0, grace=1)
+    worker, running = _worker(queue, registry, concurrency=1, max_abandoned=0, grace=1)
     try:
-        thread.join(20)
-        assert not thread.is_alive()
+        running.join(20)  # it gives up and ends on its own
     finally:
         release.set()
-        worker.queue.close()
     assert worker.exit_code == EXIT_ABANDONED
     assert len(started) == 1
     for job_id in ids:
