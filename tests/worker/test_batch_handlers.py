@@ -23,7 +23,7 @@ from pgwork.worker.options import OptionError, parse_options
 from pgwork.worker.registry import Job, Registry
 from pgwork.worker.runtime import Worker
 from tests.support.waiting import wait_for
-from tests.worker.workerkit import InProcess, Spawn
+from tests.support.workers import InProcess, Spawn
 
 LATER = Backoff(base=300, cap=300, jitter=0)
 
