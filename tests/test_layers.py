@@ -58,6 +58,8 @@ def package_copy(tmp_path: Path) -> Path:
         ("tools/chaos/workload.py", "from pgwork.tools.lab import stats\n", "each tool stands alone"),
         # The worker needing kopf, which only the operator extra installs.
         ("worker/options.py", "import kopf\n", "without the operator extra"),
+        # The library's App reaching into the CLI for the process runner, as it once did.
+        ("worker/app.py", "def _planted() -> None:\n    import pgwork.worker.command\n", "never import the worker CLI"),
     ],
 )
 def test_a_planted_violation_breaks_its_contract(package_copy: Path, module: str, planted: str, broken: str) -> None:

@@ -31,12 +31,11 @@ from pgwork.dsn import resolve_dsn
 from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
 from pgwork.validation import check_timeout
-from pgwork.worker.options import is_app_name
-from pgwork.worker.registry import F, Registry
-from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
+from pgwork.worker.options import DEFAULT_MAX_ABANDONED, is_app_name
+from pgwork.worker.registry import F, Registry, check_batch
 
 if TYPE_CHECKING:
-    from pgwork.worker.command import Stopper
+    from pgwork.worker.serving import Stopper
 
 DEFAULT_MAX_ATTEMPTS = 5
 
@@ -86,16 +85,26 @@ class App:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         timeout: float | str | timedelta | None = None,
+        batch: int | None = None,
+        batch_wait: float | str | timedelta | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function (plain or `async def`) for `job_type` on this App
         only. `max_attempts` is the default `enqueue` gives its jobs; `backoff` spaces the
         retries of its failures; `timeout` ("10m", seconds, or a timedelta) bounds each attempt
-        (a job's own overrides it)."""
+        (a job's own overrides it). `batch=N`: a batch handler, called with a list of up to N
+        jobs, waiting at most `batch_wait` for the batch to fill (see pgwork.handler)."""
         seconds = check_timeout(timeout)  # at the decorator line, before any function is given
+        size, wait = check_batch(batch, batch_wait)
 
         def decorate(func: F) -> F:
             self.registry.register(
-                job_type, func, max_attempts=max_attempts, backoff=backoff or self.backoff, timeout=seconds
+                job_type,
+                func,
+                max_attempts=max_attempts,
+                backoff=backoff or self.backoff,
+                timeout=seconds,
+                batch=size,
+                batch_wait=wait,
             )
             return func
 
@@ -177,6 +186,7 @@ class App:
         job_types: Sequence[str] | None = None,
         concurrency: int = 1,
         batch: int = 1,
+        batch_wait: float | str | None = None,
         lease: float | str = "30s",
         heartbeat: float | str | None = None,
         burst: bool = False,
@@ -194,13 +204,15 @@ class App:
         `handle_signals`), or with `burst` until nothing is ready. Returns the exit code: 0, or
         3 once more handler threads got stuck past their timeouts than `max_abandoned`.
         Options are checked as the CLI's are; `metrics_port` is off (0) unless given."""
-        from pgwork.worker import command
+        # Imported here: `import pgwork` stays light (no worker runtime, no tracing SDK).
+        from pgwork.worker.serving import Stopper, options_from_values, serve
 
-        options = command.options_from_values(
+        options = options_from_values(
             app=self.name,
             job_types=None if job_types is None else ",".join(job_types),
             concurrency=str(concurrency),
             batch=str(batch),
+            batch_wait=None if batch_wait is None else str(batch_wait),
             lease=str(lease),
             heartbeat=None if heartbeat is None else str(heartbeat),
             burst=burst,
@@ -212,10 +224,10 @@ class App:
             connect_patience=str(connect_patience),
             max_abandoned=str(max_abandoned),
         )
-        stopper = command.Stopper()
+        stopper = Stopper()
         self._stopper = stopper
         try:
-            return command.serve(
+            return serve(
                 options,
                 self.registry.copy(),
                 self.resolved_dsn(),

@@ -13,10 +13,11 @@ import threading
 import time
 
 from pgwork import tracing
-from pgwork.worker.finishes import Pending
+from pgwork.worker.attempt import Attempt
+from pgwork.worker.finishes import Answers
 from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import WorkerMetrics
-from pgwork.worker.outcome import Outcome
+from pgwork.worker.outcome import Decision, Outcome, lost
 
 log = logging.getLogger("pgwork.worker.jobs")
 
@@ -27,21 +28,22 @@ class Bookkeeper:
         self._holdings = holdings
         self._wake = wake
 
-    def __call__(self, answers: list[tuple[Pending, Outcome]]) -> None:
+    def __call__(self, answers: Answers) -> None:
         # Per (job type, outcome): the durations, observed through one labelled child each, and
         # one counter increment: a child lookup takes a lock and costs more than the observation.
         durations: dict[tuple[str, str], list[float]] = {}
         now = time.monotonic()
-        for p, outcome in answers:
-            held = p.held
-            durations.setdefault((held.claimed.job_type, outcome.value), []).append(now - held.claimed_at)
-            _log(p, outcome, now)
-            if p.span is not None:
-                if p.decision.error_type is not None:
-                    tracing.mark_error(p.span, p.decision.error_type, p.decision.message or "")
-                p.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
-                p.span.end()
-            self._holdings.remove(held.claimed.id)
+        for a, outcome in answers:
+            durations.setdefault((a.job_type, outcome.value), []).append(now - a.claimed_at)
+            # A lost lease wrote nothing, whatever had been decided.
+            decision = lost() if outcome is Outcome.LEASE_LOST else a.decision or Decision(outcome)
+            _log(a, decision, outcome, now)
+            if a.span is not None:
+                if decision.error_type is not None:
+                    tracing.mark_error(a.span, decision.error_type, decision.message or "")
+                a.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
+                a.span.end()
+            self._holdings.remove(a.id)
         for (job_type, label), seconds in durations.items():
             histogram = self._metrics.job_duration.labels(job_type, label)
             for s in seconds:
@@ -54,10 +56,10 @@ class Bookkeeper:
             self._wake.set()  # a burst worker may be waiting for the last write
 
 
-def _log(p: Pending, outcome: Outcome, now: float) -> None:
-    job = p.held.job
+def _log(a: Attempt, decision: Decision, outcome: Outcome, now: float) -> None:
+    job = a.job
     if outcome in (Outcome.SUCCEEDED, Outcome.DUPLICATE):
-        started = p.held.started_at if p.held.started_at is not None else p.held.claimed_at
+        started = a.started_at if a.started_at is not None else a.claimed_at
         _line(
             logging.INFO,
             "job %s (%s) attempt %d succeeded in %.3fs%s",
@@ -67,10 +69,10 @@ def _log(p: Pending, outcome: Outcome, now: float) -> None:
             now - started,
             " (duplicate: its key already had a result)" if outcome is Outcome.DUPLICATE else "",
         )
-    elif outcome is Outcome.CANCELLED and p.decision.failure is not None:
+    elif outcome is Outcome.CANCELLED and decision.failure is not None:
         # The attempt failed before a heartbeat brought the cancellation: the database ended it
         # cancelled rather than retried (migration 13).
-        lines = (p.decision.error or "").strip().splitlines()
+        lines = (decision.error or "").strip().splitlines()
         log.warning(
             "job %s (%s) attempt %d failed -> cancelled (its cancellation was requested): %s",
             job.id,
@@ -83,7 +85,7 @@ def _log(p: Pending, outcome: Outcome, now: float) -> None:
             logging.INFO, "job %s (%s) attempt %d cancelled while running; stopped", job.id, job.job_type, job.attempt
         )
     elif outcome in (Outcome.RETRY, Outcome.DEAD):
-        lines = (p.decision.error or "").strip().splitlines()
+        lines = (decision.error or "").strip().splitlines()
         _line(
             logging.WARNING,
             "job %s (%s) attempt %d failed -> %s: %s",

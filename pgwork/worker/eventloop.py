@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from pgwork.worker.holdings import Held
+from pgwork.worker.attempt import Attempt
 
 log = logging.getLogger("pgwork.worker")
 
@@ -35,7 +35,9 @@ LAG_WARN_EVERY = 10.0
 # How long stopping waits for tasks still running (they were cancelled already) to end.
 STOP_SECONDS = 1.0
 
-JobCoroutine = Callable[[Held], Coroutine[Any, Any, None]]
+JobCoroutine = Callable[[Attempt], Coroutine[Any, Any, None]]
+BatchCoroutine = Callable[[list[Attempt]], Coroutine[Any, Any, None]]
+Starter = Callable[[], Coroutine[Any, Any, None]]
 
 
 class EventLoop(threading.Thread):
@@ -53,16 +55,17 @@ class EventLoop(threading.Thread):
 
     # -- from other threads ---------------------------------------------------------------
 
-    def submit(self, held: Held, run: JobCoroutine, done: Callable[[], None]) -> None:
-        """Start `run(held)` as a task on the loop; `done()` is called on the loop thread when it ends."""
-        self._loop.call_soon_threadsafe(self._spawn, held, run, done)
+    def submit(self, key: int, job_type: str, start: Starter, done: Callable[[], None]) -> None:
+        """Run `start()` (one job's coroutine, or a batch's, keyed by its first job's id) as a
+        task on the loop; `done()` is called on the loop thread when it ends."""
+        self._loop.call_soon_threadsafe(self._spawn, key, job_type, start, done)
 
-    def cancel(self, held: Held) -> None:
-        """Cancel the job's task, if it is running: the one place an async job is cancelled.
-        Safe from any thread and at any time (a task already done, or a loop already closed,
-        is left alone)."""
+    def cancel(self, key: int) -> None:
+        """Cancel the task of the job (or batch) `key`, if it is running: the one place an async
+        job is cancelled. Safe from any thread and at any time (a task already done, or a loop
+        already closed, is left alone)."""
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs any more
-            self._loop.call_soon_threadsafe(self._cancel, held.claimed.id)
+            self._loop.call_soon_threadsafe(self._cancel, key)
 
     def stop(self) -> None:
         """Cancel whatever still runs, give it STOP_SECONDS to end, then stop the loop."""
@@ -85,11 +88,10 @@ class EventLoop(threading.Thread):
             if all(t.done() for t in self._tasks.values()):
                 self._loop.close()
 
-    def _spawn(self, held: Held, run: JobCoroutine, done: Callable[[], None]) -> None:
-        job_id = held.claimed.id
-        task = self._loop.create_task(run(held), name=f"pgwork-job-{job_id}")
+    def _spawn(self, job_id: int, job_type: str, start: Starter, done: Callable[[], None]) -> None:
+        task = self._loop.create_task(start(), name=f"pgwork-job-{job_id}")
         self._tasks[job_id] = task
-        self._types[job_id] = self._window[job_id] = held.claimed.job_type
+        self._types[job_id] = self._window[job_id] = job_type
 
         def ended(_: asyncio.Task[None]) -> None:
             self._tasks.pop(job_id, None)

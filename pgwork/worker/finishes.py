@@ -9,7 +9,7 @@ that keeps failing on a lost connection is retried until the job's lease would h
 the shutdown deadline, whichever is first; then the row is left to the reaper.
 
 When the worker has room for more jobs and is not stopping, the write also claims them, in the
-same round trip (pgwork.db.roundtrip; the gate, pgwork.worker.claimgate, keeps the main loop
+same round trip (pgwork.db.roundtrip; the gate, pgwork.worker.claims, keeps the main loop
 from claiming at the same time). If that pipelined write fails, nothing was claimed and the
 batch is written again the usual way; the main loop then claims, with its own error handling.
 """
@@ -20,23 +20,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
 import psycopg
-from opentelemetry import trace
 
-from pgwork import tracing
 from pgwork.db import Queue
 from pgwork.db.batches import DecidedFailure, StoredSuccess
 from pgwork.errors import InvalidArgument
 from pgwork.models import Completion, Failure
-from pgwork.worker.claimgate import ClaimGate
+from pgwork.worker.attempt import Attempt
+from pgwork.worker.claims import ClaimGate
 from pgwork.worker.describe import first_line
 from pgwork.worker.heartbeat import TRANSIENT
-from pgwork.worker.holdings import Held
-from pgwork.worker.outcome import Decision, Outcome, after_failure, after_success, lost, refused_result
+from pgwork.worker.outcome import Decision, Outcome, after_failure, after_success, refused_result
 
 log = logging.getLogger("pgwork.worker")
 
@@ -47,18 +44,13 @@ LINGER_SECONDS = 0.005
 MAX_BATCH = 1000
 
 
-@dataclass
-class Pending:
-    held: Held
-    decision: Decision
-    span: trace.Span | None
-
-
-Done = Callable[[list[tuple[Pending, Outcome]]], None]
+# What the database made of each attempt's decision, a batch at a time.
+Answers = list[tuple[Attempt, Outcome]]
+Done = Callable[[Answers], None]
 
 
 def retry_write(
-    held: Held, what: str, write: Callable[[], T], shutdown_deadline: Callable[[], float | None]
+    held: Attempt, what: str, write: Callable[[], T], shutdown_deadline: Callable[[], float | None]
 ) -> T | None:
     """Run a fenced write, retrying lost connections until the lease would have lapsed or, once
     stopping, until the shutdown deadline, whichever comes first. None: gave up."""
@@ -103,7 +95,7 @@ class Finisher(threading.Thread):
         self._busy = busy
         self._deadline = shutdown_deadline
         self._linger = linger
-        self._pending: list[Pending] = []
+        self._pending: list[Attempt] = []
         self._cond = threading.Condition()
         self._stopping = False
         self._writing = False
@@ -118,23 +110,28 @@ class Finisher(threading.Thread):
         with self._cond:
             return self._gate is not None and (bool(self._pending) or self._writing)
 
-    def submit(self, item: Pending, *, may_write: bool = True) -> bool:
-        """Hand over a decided outcome. A one-job worker's runner (`inline`) writes it itself
-        when nothing else is pending, and the claim riding on it queues the next job for that
-        same runner: no thread hand-off on the way from one job to the next. True: written.
-        `may_write` False: never on the caller's thread (the event loop, which a write and its
-        retries would block)."""
+    def submit(self, item: Attempt, *, may_write: bool = True) -> bool:
+        """Hand over a decided attempt (its `decision` set). A one-job worker's runner (`inline`)
+        writes it itself when nothing else is pending, and the claim riding on it queues the next
+        job for that same runner: no thread hand-off on the way from one job to the next. True:
+        written. `may_write` False: never on the caller's thread (the event loop, which a write
+        and its retries would block)."""
+        return self.submit_many([item], may_write=may_write)
+
+    def submit_many(self, items: list[Attempt], *, may_write: bool = True) -> bool:
+        """`submit` for a batch handler's jobs: handed over together, so they share a write."""
         with self._cond:
             inline = may_write and self._inline and not self._pending and not self._writing and not self._stopping
-            if not inline:
-                self._pending.append(item)
+            if not inline or len(items) > MAX_BATCH:
+                before = len(self._pending)
+                self._pending.extend(items)
                 # Woken once per batch, not per outcome: the first one starts the linger (the
                 # runners going idle, pgwork.worker.runners, or a full batch ends it early).
-                if len(self._pending) == 1 or len(self._pending) >= MAX_BATCH:
+                if before == 0 or len(self._pending) >= MAX_BATCH:
                     self._cond.notify()
                 return False
             self._writing = True
-        self._flush([item])
+        self._flush(items)
         return True
 
     def poke(self) -> None:
@@ -167,13 +164,13 @@ class Finisher(threading.Thread):
                 self._writing = True
             self._flush(batch)
 
-    def _flush(self, batch: list[Pending]) -> None:
+    def _flush(self, batch: list[Attempt]) -> None:
         """Write a batch taken with `_writing` set, then let its jobs go."""
         try:
             answers = self.write(batch)
         except Exception:  # the thread must live on: the rows are left to the reaper
             log.exception("writing %d outcome(s) failed unexpectedly; the reaper will return them", len(batch))
-            answers = [(p, Outcome.LEASE_LOST) for p in batch]
+            answers = [(a, Outcome.LEASE_LOST) for a in batch]
         with self._cond:
             self._writing = False
         self._done(answers)  # wakes the main loop, which may have left a claim to this write
@@ -181,31 +178,34 @@ class Finisher(threading.Thread):
 
     # -- applying decisions ----------------------------------------------------------------
 
-    def write(self, batch: list[Pending]) -> list[tuple[Pending, Outcome]]:
-        answers: list[tuple[Pending, Outcome]] = []
-        writes: list[Pending] = []
-        for p in batch:
-            outcome = p.decision.outcome
+    def write(self, batch: list[Attempt]) -> Answers:
+        """Write each attempt's decision; what the database made of it, per attempt. The
+        decisions are not changed here: an answer that differs (a lost lease, a duplicate, a
+        cancellation that won) is the outcome returned beside the attempt."""
+        answers: Answers = []
+        writes: list[Attempt] = []
+        for a in batch:
+            outcome = _decision(a).outcome
             if outcome is Outcome.CANCELLED:
                 acked = retry_write(
-                    p.held,
+                    a,
                     "acknowledge the cancellation",
-                    lambda p=p: self._queue.acknowledge_cancel(p.held.lease),  # type: ignore[misc]
+                    lambda a=a: self._queue.acknowledge_cancel(a.lease),  # type: ignore[misc]
                     self._deadline,
                 )
-                answers.append((p, Outcome.CANCELLED if acked else self._lose(p)))
+                answers.append((a, Outcome.CANCELLED if acked else self._lose(a)))
             elif outcome in (Outcome.SUCCEEDED, Outcome.RETRY, Outcome.DEAD):
-                writes.append(p)
+                writes.append(a)
             elif outcome is Outcome.LEASE_LOST:
-                answers.append((p, self._lose(p)))
+                answers.append((a, self._lose(a)))
             else:
-                answers.append((p, outcome))
+                answers.append((a, outcome))
         if writes:
             claimed = self._write_and_claim(writes)
             answers.extend(claimed if claimed is not None else self._write_many(writes))
         return answers
 
-    def _write_and_claim(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]] | None:
+    def _write_and_claim(self, writes: list[Attempt]) -> Answers | None:
         """The batch's write and a claim into the room free now, in one round trip. None: not
         done (no gate, no room, another claim under way, or the write failed: nothing claimed)."""
         if self._gate is None or not self._gate.enter():
@@ -236,61 +236,60 @@ class Finisher(threading.Thread):
         finally:
             self._gate.leave()
 
-    def _write_many(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]]:
+    def _write_many(self, writes: list[Attempt]) -> Answers:
         # The batch's writes share one transaction: retry it until the first of its leases
         # would lapse; a job that cannot wait longer is given up alone.
-        first = min(writes, key=lambda p: p.held.lease_deadline)
+        first = min(writes, key=lambda a: a.lease_deadline)
         try:
-            written = retry_write(first.held, "record the outcome", lambda: self._finish(writes), self._deadline)
+            written = retry_write(first, "record the outcome", lambda: self._finish(writes), self._deadline)
         except (psycopg.DataError, InvalidArgument) as exc:
             if len(writes) > 1:
-                return [answer for p in writes for answer in self._write_many([p])]
+                return [answer for a in writes for answer in self._write_many([a])]
             return self._refused(writes[0], exc)
         if written is None:
-            return [(p, self._lose(p)) for p in writes]
+            return [(a, self._lose(a)) for a in writes]
         return written
 
-    def _finish(self, writes: list[Pending]) -> list[tuple[Pending, Outcome]]:
+    def _finish(self, writes: list[Attempt]) -> Answers:
         completions, failed = self._queue.finish_many(*_split(writes))
         return self._answers(writes, completions, failed)
 
     def _answers(
-        self, writes: list[Pending], completions: dict[int, Completion], failed: dict[int, Failure]
-    ) -> list[tuple[Pending, Outcome]]:
+        self, writes: list[Attempt], completions: dict[int, Completion], failed: dict[int, Failure]
+    ) -> Answers:
         answers = []
-        for p in writes:
-            job_id = p.held.claimed.id
-            if job_id in completions:
-                outcome = after_success(completions[job_id])
-            else:
-                outcome = after_failure(failed[job_id].outcome)
-            answers.append((p, self._lose(p) if outcome is Outcome.LEASE_LOST else outcome))
+        for a in writes:
+            done = completions.get(a.id)
+            outcome = after_success(done) if done is not None else after_failure(failed[a.id].outcome)
+            answers.append((a, self._lose(a) if outcome is Outcome.LEASE_LOST else outcome))
         return answers
 
-    def _refused(self, p: Pending, exc: Exception) -> list[tuple[Pending, Outcome]]:
-        """The database refused this job's result (a case result_json missed): a permanent
-        failure, not a crash that would leave the job to the reaper."""
-        job = p.held.job
-        p.decision = refused_result(first_line(exc), job.attempt, job.max_attempts, datetime.now(UTC))
-        if p.span is not None:
-            tracing.mark_error(p.span, "invalid_result", p.decision.message or "")
-        return self._write_many([p])
+    def _refused(self, a: Attempt, exc: Exception) -> Answers:
+        """The database refused this job's result (a case result_json missed): the attempt is
+        decided again, as a permanent failure, not a crash that would leave the job to the reaper."""
+        job = a.job
+        a.decision = refused_result(first_line(exc), job.attempt, job.max_attempts, datetime.now(UTC))
+        return self._write_many([a])
 
-    def _lose(self, p: Pending) -> Outcome:
-        p.decision = lost()
-        log.warning("job %s: lease lost; result discarded (another worker or the reaper has it)", p.held.claimed.id)
+    def _lose(self, a: Attempt) -> Outcome:
+        log.warning("job %s: lease lost; result discarded (another worker or the reaper has it)", a.id)
         return Outcome.LEASE_LOST
 
 
-def _split(writes: list[Pending]) -> tuple[list[StoredSuccess], list[DecidedFailure]]:
+def _decision(a: Attempt) -> Decision:
+    assert a.decision is not None  # only decided attempts are submitted
+    return a.decision
+
+
+def _split(writes: list[Attempt]) -> tuple[list[StoredSuccess], list[DecidedFailure]]:
     successes = [
-        StoredSuccess(p.held.lease, p.decision.result_json or "null")
-        for p in writes
-        if p.decision.outcome is Outcome.SUCCEEDED
+        StoredSuccess(a.lease, _decision(a).result_json or "null")
+        for a in writes
+        if _decision(a).outcome is Outcome.SUCCEEDED
     ]
     failures = [
-        DecidedFailure(p.held.lease, p.decision.failure, p.decision.error or "")
-        for p in writes
-        if p.decision.failure is not None and p.decision.outcome is not Outcome.SUCCEEDED
+        DecidedFailure(a.lease, d.failure, d.error or "")
+        for a in writes
+        if (d := _decision(a)).failure is not None and d.outcome is not Outcome.SUCCEEDED
     ]
     return successes, failures

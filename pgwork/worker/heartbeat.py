@@ -27,14 +27,15 @@ from pgwork.db import AnyConnection, Queue, connect
 from pgwork.errors import PgworkError
 from pgwork.models import Lease, LeaseState, Renewal, WorkerLease
 from pgwork.progress import Progress
-from pgwork.worker.holdings import HeldState, Holdings
+from pgwork.worker.attempt import AttemptState
+from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.registry import StopReason
 
 log = logging.getLogger("pgwork.worker.heartbeat")
 
 TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
-_RENEWED = (HeldState.WAITING, HeldState.RUNNING, HeldState.FINISHING)
+_RENEWED = (AttemptState.WAITING, AttemptState.RUNNING, AttemptState.FINISHING)
 
 
 class Heartbeat(threading.Thread):
@@ -157,7 +158,7 @@ class Heartbeat(threading.Thread):
             log.warning("heartbeat failed (%s); will retry in %gs", str(exc).strip().splitlines()[0], self.interval)
             now = time.monotonic()
             for h in held:
-                if now >= h.lease_deadline and h.state is not HeldState.FINISHING:
+                if now >= h.lease_deadline and h.state is not AttemptState.FINISHING:
                     log.warning(
                         "job %s: lease lapsed by our clock without a renewal; treating it as lost", h.claimed.id
                     )
@@ -174,7 +175,7 @@ class Heartbeat(threading.Thread):
             if h.state not in _RENEWED:
                 continue  # released while the renewal was in flight
             state = states.get(h.claimed.id, LeaseState.LOST)
-            if h.state is HeldState.FINISHING:
+            if h.state is AttemptState.FINISHING:
                 if state is not LeaseState.LOST:
                     h.lease_deadline = sent + self.lease
                 continue

@@ -17,12 +17,18 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from pgwork.worker.holdings import HeldState, Holdings
+from pgwork.worker.attempt import AttemptState
+from pgwork.worker.holdings import Holdings
 
 # Claims take about a millisecond; start fine enough to see that.
 CLAIM_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 # Jobs run from 200 ms to many minutes.
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0)
+
+# A batch handler's calls: from one job to MAX_BATCH.
+BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# How long a batch's first job waited for the batch to fill (bounded by batch_wait, at most 5 min).
+BATCH_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 300.0)
 
 OUTCOMES = ("succeeded", "duplicate", "retry", "dead", "cancelled", "lease_lost", "released")
 
@@ -99,6 +105,21 @@ class WorkerMetrics:
             ["job_type"],
             registry=r,
         )
+        self.batch_size = Histogram(
+            "pgwork_batch_size",
+            "Jobs per batch handler call, by job type.",
+            ["job_type"],
+            buckets=BATCH_SIZE_BUCKETS,
+            registry=r,
+        )
+        self.batch_wait = Histogram(
+            "pgwork_batch_wait_seconds",
+            "Time from the claim of a batch's first job to the batch handler's call (waiting for the batch "
+            "to fill, at most its batch_wait, plus waiting for a free slot), by job type.",
+            ["job_type"],
+            buckets=BATCH_WAIT_BUCKETS,
+            registry=r,
+        )
         self.abandoned_threads = Gauge(
             "pgwork_worker_abandoned_threads",
             "Handler threads this worker gave up on that are still running (past --max-abandoned it drains and exits).",
@@ -139,7 +160,7 @@ def heartbeat_age(holdings: Holdings, now: float) -> float:
     renewed = [
         h.lease_deadline - h.lease_seconds
         for h in holdings.snapshot()
-        if h.state in (HeldState.WAITING, HeldState.RUNNING) and not h.job.lease_lost
+        if h.state in (AttemptState.WAITING, AttemptState.RUNNING) and not h.job.lease_lost
     ]
     return max(0.0, now - min(renewed)) if renewed else 0.0
 
@@ -149,7 +170,7 @@ def progress_figures(holdings: Holdings, job_type: str) -> tuple[int, float]:
     reported = [
         p.fraction
         for h in holdings.snapshot()
-        if h.state is HeldState.RUNNING
+        if h.state is AttemptState.RUNNING
         and h.claimed.job_type == job_type
         and (p := h.job.reported_progress) is not None
     ]

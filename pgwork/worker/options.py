@@ -8,12 +8,15 @@ from dataclasses import dataclass
 
 from pgwork.durations import parse_duration
 from pgwork.validation import text_problem
-from pgwork.worker.timeouts import DEFAULT_MAX_ABANDONED
 
 # MODULE, or MODULE:NAME for a pgwork.App object in it.
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
 MAX_CONCURRENCY = 1000
 MAX_BATCH = 10_000
+# --max-abandoned's default, and the worker's exit code once abandoned threads passed it (2 is a
+# usage or connection error, 130 an interrupt); pgwork.worker.timeouts acts on them.
+DEFAULT_MAX_ABANDONED = 3
+EXIT_ABANDONED = 3
 
 
 def is_app_name(text: str) -> bool:
@@ -47,6 +50,8 @@ class WorkerOptions:
     # Handler threads stuck past their timeout that a worker tolerates; one more and it drains
     # and exits EXIT_ABANDONED (pgwork.worker.timeouts).
     max_abandoned: int = DEFAULT_MAX_ABANDONED
+    # Overrides every batch handler's own batch_wait (seconds); None: each handler's own.
+    batch_wait: float | None = None
 
     @property
     def capacity(self) -> int:
@@ -97,6 +102,7 @@ def parse_options(
     poll: str = "1s",
     connect_patience: str = "60s",
     max_abandoned: str = str(DEFAULT_MAX_ABANDONED),
+    batch_wait: str | None = None,
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
     if not is_app_name(app):
@@ -146,6 +152,9 @@ def parse_options(
             "--connect-patience", f"{connect_patience!r} is over an hour", "use at most 1h; 60s is the default"
         )
     n_abandoned = _int(max_abandoned, "--max-abandoned", 0, MAX_CONCURRENCY)
+    wait_s = None if batch_wait is None else _duration(batch_wait, "--batch-wait")
+    if wait_s is not None and wait_s > 300:
+        raise OptionError("--batch-wait", f"{batch_wait!r} is over 5 minutes", "use 0..5m, e.g. 20ms")
     return WorkerOptions(
         app=app,
         worker_id=owner,
@@ -161,4 +170,5 @@ def parse_options(
         poll=poll_s,
         connect_patience=patience_s,
         max_abandoned=n_abandoned,
+        batch_wait=wait_s,
     )

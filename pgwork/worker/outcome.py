@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pgwork.durations import format_duration
 from pgwork.errors import InvalidArgument
 from pgwork.failure import FailureDecision, decide_failure
 from pgwork.models import Completion, FailOutcome
 from pgwork.validation import result_json
 from pgwork.worker.describe import describe_error, error_type, redact_message
 from pgwork.worker.registry import PermanentError, StopReason
-from pgwork.worker.timeouts import timeout_message
 
 
 class Outcome(enum.Enum):
@@ -110,6 +110,12 @@ def timed_out(
     outcome = Outcome.RETRY if failure.state == "pending" else Outcome.DEAD
     text = timeout_message(timeout, returned=returned)
     return Decision(outcome, None, failure, text, "timed_out", text)
+
+
+def timeout_message(timeout: float, *, returned: bool) -> str:
+    """A timed-out attempt's last_error."""
+    how = "the handler stopped when told; its result was discarded" if returned else "handler did not return"
+    return f"timed out after {format_duration(timeout)} ({how})"
 
 
 def abandoned(

@@ -3,6 +3,11 @@
 A handler is a function `Job -> JSON value`, plain or `async def`. A plain one runs on a runner
 thread, an `async def` one as a task on the worker's event loop; either way with no database
 transaction open, and the worker writes its result through the fenced succeed, never the handler.
+
+A batch handler (`batch=N`) is a function `list[Job] -> list[JSON value | Exception]`: called with
+up to N jobs of its type at once, it returns one entry per job, in order. An exception instance in
+a job's place fails that job alone (a PermanentError fails it for good); raising fails every job
+of the call. Each job is still fenced, heartbeated, timed out, cancelled and finished on its own.
 """
 
 from __future__ import annotations
@@ -19,12 +24,18 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pgwork.backoff import Backoff
+from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.progress import Progress, check_progress, checkpoint_json
+from pgwork.quoting import quoted
 from pgwork.validation import check_int, check_job_type, check_timeout
 
-# A plain `Job -> JSON value` function, or an `async def` one (its call returns a coroutine).
-HandlerFunc = Callable[["Job"], Any]
+# A plain `Job -> JSON value` function, or an `async def` one (its call returns a coroutine); a
+# batch handler takes a `list[Job]` instead.
+HandlerFunc = Callable[[Any], Any]
+# The most jobs one batch handler call may take, and the longest a claimed job waits for its batch.
+MAX_BATCH = 10_000
+MAX_BATCH_WAIT = 300.0  # the operator's spec.worker.batchWait allows up to 5m too
 F = TypeVar("F", bound=HandlerFunc)
 
 
@@ -69,9 +80,10 @@ class Job:
     _on_stop: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _reported: Progress | None = field(default=None, repr=False)  # the newest progress
     _unsent: Progress | None = field(default=None, repr=False)  # ... not yet given to a heartbeat
-    # Saves a checkpoint's JSON text, fenced by this attempt's lease (set by the worker). None: a
-    # Job made by hand, e.g. in a handler's unit test, whose checkpoints stay in memory.
-    _saver: Callable[[Any], bool] | None = field(default=None, repr=False)
+    # Saves a checkpoint, fenced by this attempt's lease (set by the worker); False: the lease
+    # is lost. None: a Job made by hand, e.g. in a handler's unit test, whose checkpoints stay
+    # in memory (a test may pass its own to play a lost lease).
+    saver: Callable[[Any], bool] | None = field(default=None, repr=False)
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -125,7 +137,7 @@ class Job:
         A state that is not JSON or too large raises InvalidArgument; an unreachable database
         raises its error (the handler may catch it and carry on)."""
         text = checkpoint_json(state)  # the handler's error, raised before anything is sent
-        saved = True if self._saver is None else self._saver(state)
+        saved = True if self.saver is None else self.saver(state)
         if saved:
             self.last_checkpoint = json.loads(text)  # a copy: later changes to `state` are not saved
         else:
@@ -213,6 +225,10 @@ class HandlerSpec:
     max_attempts: int | None = None
     backoff: Backoff | None = None
     timeout: float | None = None
+    # A batch handler: called with up to `batch` jobs at once (None: one Job per call), after
+    # waiting at most `batch_wait` seconds from the first job's claim for the batch to fill.
+    batch: int | None = None
+    batch_wait: float = 0.0
 
     @property
     def is_async(self) -> bool:
@@ -235,9 +251,12 @@ class Registry:
         max_attempts: int | None = None,
         backoff: Backoff | None = None,
         timeout: float | str | timedelta | None = None,
+        batch: int | None = None,
+        batch_wait: float | str | timedelta | None = None,
     ) -> HandlerFunc:
         check_job_type(job_type)
         seconds = check_timeout(timeout)
+        size, wait = check_batch(batch, batch_wait)
         check_handler(func)
         if max_attempts is not None:
             check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1 (1 means no retry)")
@@ -250,7 +269,7 @@ class Registry:
             raise ValueError(
                 f"job type {job_type!r} already has a handler ({_name(existing.func)}); register one handler per type"
             )
-        self._specs[job_type] = HandlerSpec(job_type, func, max_attempts, backoff, seconds)
+        self._specs[job_type] = HandlerSpec(job_type, func, max_attempts, backoff, seconds, size, wait or 0.0)
         return func
 
     def get(self, job_type: str) -> HandlerFunc | None:
@@ -305,17 +324,51 @@ class Registry:
 REGISTRY = Registry()
 
 
-def handler(job_type: str, *, timeout: float | str | timedelta | None = None) -> Callable[[F], F]:
+def handler(
+    job_type: str,
+    *,
+    timeout: float | str | timedelta | None = None,
+    batch: int | None = None,
+    batch_wait: float | str | timedelta | None = None,
+) -> Callable[[F], F]:
     """Register the decorated function (plain or `async def`) as the handler for `job_type`.
     `timeout` ("10m", seconds, or a timedelta) bounds each attempt: past it the attempt fails and
-    retries by its backoff."""
+    retries by its backoff. `batch=N` makes it a batch handler, called with a list of up to N jobs
+    and returning one result (or exception) per job, in order; `batch_wait` ("20ms", seconds) is
+    the longest a claimed job waits for more jobs to fill its batch (default 0: call with what is
+    there)."""
     seconds = check_timeout(timeout)  # at the decorator line, before any function is given
+    size, wait = check_batch(batch, batch_wait)
 
     def decorate(func: F) -> F:
-        REGISTRY.register(job_type, func, timeout=seconds)
+        REGISTRY.register(job_type, func, timeout=seconds, batch=size, batch_wait=wait)
         return func
 
     return decorate
+
+
+def check_batch(batch: object, batch_wait: object) -> tuple[int | None, float | None]:
+    """A batch handler's size and wait in seconds; (None, None): not a batch handler."""
+    size = None if batch is None else check_int(batch, "batch", 1, MAX_BATCH, "how many jobs one call takes, e.g. 64")
+    if batch_wait is None:
+        return size, None if size is None else 0.0
+    fix = 'give a short duration, e.g. batch_wait="20ms" (at most 5m), or leave it out for no wait'
+    if size is None:
+        raise InvalidArgument("batch_wait", "is only for batch handlers", "give batch=N too, or leave batch_wait out")
+    if isinstance(batch_wait, timedelta):
+        wait = batch_wait.total_seconds()
+    elif isinstance(batch_wait, str):
+        try:
+            wait = parse_duration(batch_wait, "batch_wait")
+        except ValueError:
+            raise InvalidArgument("batch_wait", f"{quoted(batch_wait)} is not a duration", fix) from None
+    elif isinstance(batch_wait, int | float) and not isinstance(batch_wait, bool):
+        wait = float(batch_wait)
+    else:
+        raise InvalidArgument("batch_wait", f"must be seconds or a duration, got {quoted(batch_wait)}", fix)
+    if not 0.0 <= wait <= MAX_BATCH_WAIT:
+        raise InvalidArgument("batch_wait", f"{quoted(batch_wait)} is out of range 0..5m", fix)
+    return size, wait
 
 
 def check_handler(func: object) -> None:

@@ -2,11 +2,12 @@
 
 Threads: the main loop (claims and hands jobs to the runners), `--concurrency` runner threads
 for plain handlers and one event-loop thread for `async def` handlers, sharing `--concurrency`
-slots (pgwork.worker.runners; one attempt is pgwork.worker.attempt), the finisher that writes
-decided outcomes a batch at a time (pgwork.worker.finishes), the heartbeat thread (its own
-connection) and the listener thread (its own connection). No transaction is ever open while a
-handler runs: a handler's outcome is decided (pgwork.worker.outcome) after it returns and
-written afterwards in a short transaction.
+slots (pgwork.worker.runners), the finisher that writes decided outcomes a batch at a time
+(pgwork.worker.finishes), the watchdog (pgwork.worker.timeouts), the heartbeat thread (its own
+connection) and the listener thread (its own connection). Each claimed job is one Attempt
+(pgwork.worker.attempt) from its claim to its finish; pgwork.worker.calls calls its handler. No
+transaction is ever open while a handler runs: a handler's outcome is decided
+(pgwork.worker.outcome) after it returns and written afterwards in a short transaction.
 
 Shutdown (SIGTERM, or `request_stop()`; the drain is pgwork.worker.shutdown): stop claiming at
 once; jobs claimed but not started go back to pending at once; running jobs get `grace` seconds
@@ -22,6 +23,7 @@ lease and the reaper returns them once it lapses.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -34,23 +36,21 @@ from pgwork.db import Queue
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import ClaimedJob
 from pgwork.validation import result_problem
-from pgwork.worker.attempt import Attempts
+from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.bookkeeping import Bookkeeper
-from pgwork.worker.claimgate import ClaimGate, ClaimRoom
+from pgwork.worker.calls import Calls
+from pgwork.worker.claims import ClaimGate, ClaimRoom, claim_size, held_back
 from pgwork.worker.describe import first_line, usable_trace_context
-from pgwork.worker.enforce import Enforcer
 from pgwork.worker.finishes import Finisher
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
-from pgwork.worker.holdings import Held, HeldState, Holdings
+from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.registry import Job, Registry
+from pgwork.worker.registry import HandlerSpec, Job, Registry
 from pgwork.worker.runners import Runners
 from pgwork.worker.shutdown import Shutdown
-from pgwork.worker.slots import claim_size, held_back
-from pgwork.worker.timeouts import EXIT_ABANDONED
+from pgwork.worker.timeouts import EXIT_ABANDONED, Enforcer, Watchdog
 from pgwork.worker.wakeup import WakeListener
-from pgwork.worker.watchdog import Watchdog
 
 log = logging.getLogger("pgwork.worker")
 
@@ -130,40 +130,48 @@ class Worker:
             owner=options.worker_id,
         )
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
+        # Per job type, once: the handler's registration as this worker runs it (--batch-wait
+        # over a batch handler's own), and whether it runs on the event loop.
+        self._handlers: dict[str, tuple[HandlerSpec, bool]] = {}
+        for t in types:
+            spec = registry.spec(t)
+            assert spec is not None  # checked above
+            if spec.batch is not None and options.batch_wait is not None:
+                spec = dataclasses.replace(spec, batch_wait=options.batch_wait)
+            self._handlers[t] = (spec, spec.is_async)
+            if spec.batch is not None:  # its batch series exist from the first scrape, at zero
+                self.metrics.batch_size.labels(t)
+                self.metrics.batch_wait.labels(t)
+        # A slot runs one job, or one batch handler's call of up to its batch: the worker holds
+        # up to --concurrency of the largest, and claims at least one such batch at a time.
+        self._per_slot = max(spec.batch or 1 for spec, _ in self._handlers.values())
+        plain, asynchronous = registry.kinds(types)
+        self.runners = Runners(
+            options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, per_slot=self._per_slot
+        )
         # The main loop and the finisher (whose write can carry the next claim) take turns.
         self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, self._room, self._took))
-        self._finisher = Finisher(
+        self.finisher = Finisher(
             queue,
             Bookkeeper(self.metrics, self.holdings, self._wake),
-            self._runners_busy,
+            self.runners.is_busy,
             self._deadline,
             gate=self._gate if options.batch <= PIPELINE_MAX_BATCH else None,
             # One runner: it writes its own outcome (and claims its next job) without a hand-off.
             inline=options.concurrency == 1,
         )
-        attempts = Attempts(
-            queue,
-            registry,
-            self._finisher,
+        self._calls = Calls(
+            self.finisher,
             tracer=self._tracer,
             worker_id=options.worker_id,
             stopping=self._stop,
-            freed=self._freed,
-            cancel=self._cancel,
-        )
-        plain, asynchronous = registry.kinds(types)
-        self._runners = Runners(
-            options.concurrency,
-            attempts.run,
-            run_async=attempts.run_async if asynchronous else None,
-            is_async=attempts.is_async,
-            threads=plain,
-            idle=self._finisher.poke,
+            cancel=self.runners.cancel,
+            metrics=self.metrics,
         )
         enforcer = Enforcer(
-            queue,
-            self._runners,
-            self._finisher,
+            self.holdings,
+            self.runners,
+            self.finisher,
             self.metrics,
             max_abandoned=options.max_abandoned,
             give_up=self._give_up,
@@ -244,8 +252,15 @@ class Worker:
         or EXIT_ABANDONED after more handler threads got stuck than --max-abandoned allows."""
         self.start_metrics()
         self._heartbeat.start()
-        self._runners.start()
-        self._finisher.start()
+        calls = self._calls
+        self.runners.start(
+            calls.run,
+            calls.run_async,
+            run_batch=calls.run_batch,
+            run_async_batch=calls.run_async_batch,
+            idle=self.finisher.poke,
+        )
+        self.finisher.start()
         self._watchdog.start()
         if self._listener is not None:
             self._listener.start()
@@ -254,7 +269,7 @@ class Worker:
             self.options.worker_id,
             ",".join(self.job_types),
             self.options.concurrency,
-            self._runners.kinds(),
+            self.runners.kinds(),
             self.options.batch,
             self.options.lease,
             self.options.heartbeat,
@@ -264,10 +279,10 @@ class Worker:
             self._loop()
             self._drain()
         finally:
-            self._runners.stop()
-            self._finisher.stop()
-            self._finisher.join(self.remaining() if self._shutdown_deadline is not None else None)
-            self._runners.join(time.monotonic() + min(self.remaining(), JOIN_SECONDS), time.monotonic)
+            self.runners.stop()
+            self.finisher.stop()
+            self.finisher.join(self.remaining() if self._shutdown_deadline is not None else None)
+            self.runners.join(time.monotonic() + min(self.remaining(), JOIN_SECONDS), time.monotonic)
             self._watchdog.stop()
             self._heartbeat.stop()
             if self._listener is not None:
@@ -296,7 +311,7 @@ class Worker:
                 if self._stop.is_set():
                     break
             # A write under way will claim into the room itself, in its own round trip.
-            if self._finisher.claims_next() or not self._gate.enter():
+            if self.finisher.claims_next() or not self._gate.enter():
                 self._wake.wait(self.options.poll)
                 continue
             try:
@@ -327,15 +342,15 @@ class Worker:
         if self._stop.is_set():
             return 0
         return claim_size(
-            self.options.concurrency,
-            self.options.batch,
-            waiting=self.holdings.count(HeldState.WAITING),
-            running=self.holdings.count(HeldState.RUNNING),
-            finishing=self.holdings.count(HeldState.FINISHING),
+            self.options.concurrency * self._per_slot,
+            max(self.options.batch, self._per_slot),
+            waiting=self.holdings.count(AttemptState.WAITING),
+            running=self.holdings.count(AttemptState.RUNNING),
+            finishing=self.holdings.count(AttemptState.FINISHING),
         )
 
     def _held_back(self) -> bool:
-        """A burst worker's empty claim: were ready jobs held back by a limit (slots.held_back)?"""
+        """A burst worker's empty claim: were ready jobs held back by a limit (claims.held_back)?"""
         try:
             return held_back(self.queue.stats(self.job_types, cap=1))
         except (*TRANSIENT, PgworkError):
@@ -356,10 +371,10 @@ class Worker:
             self.metrics.claim_duration.observe(seconds)
         self._claim_ok = True
         self.claims += len(claimed)
-        self._runners.submit_many([self._hold(job) for job in claimed])
+        self.runners.submit_many([self._hold(job) for job in claimed])
         self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
 
-    def _hold(self, claimed: ClaimedJob) -> Held:
+    def _hold(self, claimed: ClaimedJob) -> Attempt:
         """Hold a claimed job (heartbeated from now on); the caller hands it to the runners."""
         job = Job(
             id=claimed.id,
@@ -371,25 +386,11 @@ class Worker:
             trace_context=usable_trace_context(claimed),
             last_checkpoint=claimed.checkpoint,
         )
-        held = Held(claimed, job, self.options.lease)
-        job._saver = lambda state: self.queue.checkpoint(held.lease, state)
-        self.holdings.add(held)
-        return held
-
-    # -- one job -----------------------------------------------------------------------------
-
-    def _freed(self) -> None:
-        """A job ended. Wake the main loop only if it may find room: while the runners still
-        have --concurrency jobs queued (each held WAITING), slots.claim_size says 0 anyway, and
-        waking it per job to learn that costs a thread switch each."""
-        if self._runners.queued < self.options.concurrency and not self._wake.is_set():
-            self._wake.set()
-
-    def _runners_busy(self) -> bool:
-        return self._runners.busy > 0
-
-    def _cancel(self, held: Held) -> None:
-        self._runners.cancel(held)
+        spec, on_loop = self._handlers[claimed.job_type]
+        attempt = Attempt(claimed, job, self.options.lease, spec, spec.backoff or self.queue.backoff, on_loop=on_loop)
+        job.saver = lambda state: self.queue.checkpoint(attempt.lease, state)
+        self.holdings.add(attempt)
+        return attempt
 
     # -- shutdown -------------------------------------------------------------------------
 

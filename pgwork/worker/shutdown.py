@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable
 
 from pgwork.db import Queue
-from pgwork.worker.claimgate import ClaimGate
+from pgwork.worker.attempt import Attempt, AttemptState
+from pgwork.worker.claims import ClaimGate
 from pgwork.worker.finishes import retry_write
-from pgwork.worker.holdings import Held, HeldState, Holdings
+from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.outcome import Outcome
 from pgwork.worker.registry import StopReason
@@ -56,7 +57,7 @@ class Shutdown:
         # released below with the other unstarted ones.
         self._gate.close(min(self._remaining(), gate_seconds))
         for held in holdings.snapshot():
-            if held.transition({HeldState.WAITING}, HeldState.RELEASED):
+            if held.transition({AttemptState.WAITING}, AttemptState.RELEASED):
                 self.release(held, "released unstarted on shutdown")
                 holdings.remove(held.claimed.id)
         deadline = grace_ends if grace_ends is not None else time.monotonic() + grace
@@ -66,7 +67,7 @@ class Shutdown:
             return
         why = "second stop signal" if force.is_set() else f"grace of {grace:g}s ran out"
         for held in holdings.snapshot():
-            if held.transition({HeldState.RUNNING, HeldState.WAITING}, HeldState.RELEASED):
+            if held.transition({AttemptState.RUNNING, AttemptState.WAITING}, AttemptState.RELEASED):
                 held.job.request_stop(StopReason.SHUTDOWN)
                 self.release(held, f"released on shutdown ({why})")
                 holdings.remove(held.claimed.id)
@@ -75,7 +76,7 @@ class Shutdown:
         holdings.wait_until_empty_or(time.monotonic() + min(self._remaining(), FINISHING_SECONDS), threading.Event())
         self._metrics.in_flight.set(len(holdings))
 
-    def release(self, held: Held, note: str) -> None:
+    def release(self, held: Attempt, note: str) -> None:
         queue = self._queue
         released = retry_write(held, "release it", lambda: queue.release(held.lease, note), self._deadline)
         if released:

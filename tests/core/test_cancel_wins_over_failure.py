@@ -74,7 +74,10 @@ def test_without_a_cancel_request_a_failure_still_retries_and_a_forged_token_cha
 def test_a_false_reason_is_refused_even_when_a_cancel_was_asked(dsn: str, make_role: MakeRole) -> None:
     with Queue(dsn) as maintainer, Queue(make_role("worker")) as q:
         held = Rows(maintainer, "ocr").cancel_requested()
-        with q._pool.connection() as conn, pytest.raises(psycopg.errors.CheckViolation, match="not dead for that"):
+        with (
+            psycopg.connect(q.dsn, autocommit=True) as conn,
+            pytest.raises(psycopg.errors.CheckViolation, match="not dead for that"),
+        ):
             conn.execute(
                 "SELECT * FROM pgwork.set_state_if_held(%s, %s, 'dead', 'attempts_used_up', NULL, 'x')",
                 (held.id, held.lease.token),

@@ -13,6 +13,8 @@ import itertools
 from datetime import datetime
 from typing import Any
 
+import psycopg
+
 from pgwork.db import Queue
 from pgwork.models import ClaimedJob
 
@@ -87,5 +89,5 @@ class Rows:
     def ready_now(self, job_id: int) -> None:
         """Make a waiting job (a retry in its backoff, a scheduled job) ready at once: no API moves
         available_at earlier, and a test should not sleep through the backoff."""
-        with self.queue._pool.connection() as conn:
+        with psycopg.connect(self.queue.dsn, autocommit=True) as conn:
             conn.execute("UPDATE pgwork.jobs SET available_at = now() WHERE id = %s AND status = 'pending'", (job_id,))

@@ -111,3 +111,24 @@ def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
     thread.join(timeout)
     assert not thread.is_alive(), "burst worker did not exit"
     return worker
+
+
+class InProcess:
+    """A Worker over `registry` on a thread of the test, on a Queue of its own (a quick lease and
+    heartbeat, no metrics port): `stop()` drains it and closes that Queue."""
+
+    def __init__(self, dsn: str, registry: Any, app: str, **options: Any) -> None:
+        defaults: dict[str, Any] = {"worker_id": f"w-{app}", "metrics_port": 0, "heartbeat": 0.2, "lease": 3}
+        self.worker = Worker(Queue(dsn), WorkerOptions(app=app, **{**defaults, **options}), registry)
+        self.thread = threading.Thread(target=self.worker.run, daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout: float = 20) -> None:
+        self.worker.request_stop()
+        self.join(timeout)
+
+    def join(self, timeout: float) -> None:
+        """Wait for the worker to end on its own (a burst, a give-up), then close its Queue."""
+        self.thread.join(timeout)
+        self.worker.queue.close()
+        assert not self.thread.is_alive(), "the in-process worker did not end"

@@ -21,7 +21,7 @@ import pytest
 import pgwork
 from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
-from pgwork.worker.holdings import HeldState
+from pgwork.worker.attempt import AttemptState
 from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import REGISTRY, Job, Registry, is_async_callable
 from pgwork.worker.runtime import Worker
@@ -55,9 +55,9 @@ def test_an_async_only_worker_starts_no_runner_thread(queue: Queue) -> None:
     job_id = queue.enqueue("async-noop", {"n": 5})
     worker = run_burst(queue, job_types=("async-noop",), concurrency=8)
     assert queue.job(job_id).status == "succeeded"  # type: ignore[union-attr]
-    assert worker._runners._threads == [] and worker._runners.loop is not None
+    assert worker.runners.threads == 0 and worker.runners.loop is not None
     plain = run_burst(queue, job_types=("noop",))
-    assert plain._runners.loop is None  # and a plain-only worker runs no event loop
+    assert plain.runners.loop is None  # and a plain-only worker runs no event loop
 
 
 def test_a_blocked_event_loop_is_warned_about_naming_the_jobs_in_flight(
@@ -69,7 +69,7 @@ def test_a_blocked_event_loop_is_warned_about_naming_the_jobs_in_flight(
     assert queue.job(job_id).status == "succeeded"  # type: ignore[union-attr]  # blocking is slow, not wrong
     [warning] = [r.getMessage() for r in caplog.records if "event loop blocked" in r.getMessage()]
     assert f"job {job_id} (async-block)" in warning and "asyncio.to_thread" in warning
-    assert worker._runners.loop is not None and worker._runners.loop.longest_lag >= 1.0
+    assert worker.runners.loop is not None and worker.runners.loop.longest_lag >= 1.0
 
 
 def test_a_plain_handler_that_returns_a_coroutine_is_dead_with_the_fix(queue: Queue) -> None:
@@ -153,7 +153,7 @@ def test_a_shutdown_release_cancels_the_async_task_at_its_await(queue: Queue, tm
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     wait_for(lambda: (row := queue.job(job_id)) is not None and row.status == "running", 20, what="the claim")
-    wait_for(lambda: worker.holdings.count(HeldState.RUNNING) == 1, 10, what="the task to start")
+    wait_for(lambda: worker.holdings.count(AttemptState.RUNNING) == 1, 10, what="the task to start")
     worker.request_stop()
     thread.join(15)
     assert not thread.is_alive()

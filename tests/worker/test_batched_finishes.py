@@ -8,8 +8,9 @@ import pgwork_test_app  # noqa: F401 - registers the handlers
 import psycopg
 
 from pgwork.db import Queue
+from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.heartbeat import Heartbeat
-from pgwork.worker.holdings import Held, HeldState, Holdings
+from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.registry import Job
 from tests.support.rows import Rows
@@ -25,7 +26,7 @@ def test_many_jobs_share_a_write_and_each_lands_once(queue: Queue) -> None:
     assert all(queue.job(i).attempt_count == 1 for i in ids + failing)  # type: ignore[union-attr]
     assert worker.claims == 220
     # Batched: far fewer writes than jobs (one per job before).
-    assert worker._finisher.flushes < 220 / 2
+    assert worker.finisher.flushes < 220 / 2
     finished = worker.metrics.jobs_finished
     assert finished.labels("noop", "succeeded")._value.get() == 200
     assert finished.labels("permanent", "dead")._value.get() == 20
@@ -52,8 +53,8 @@ def test_a_job_whose_write_is_pending_is_still_heartbeated(queue: Queue) -> None
     claimed = Rows(queue, "noop").running(lease=30)
     holdings = Holdings()
     job = Job(claimed.id, claimed.job_type, {}, claimed.attempt, claimed.max_attempts, claimed.idempotency_key)
-    held = Held(claimed, job, 30)
-    held.state = HeldState.FINISHING
+    held = Attempt(claimed, job, 30)
+    held.state = AttemptState.FINISHING
     holdings.add(held)
     before = _lease_expiry(queue.dsn, claimed.id)
     heartbeat = Heartbeat(queue, holdings, WorkerMetrics(), interval=1, lease=300)

@@ -95,7 +95,7 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
     by_role: dict[str, list[tuple[str, int, str | None]]] = {}
     for role, status, attempts, error in jobs:
         by_role.setdefault(role, []).append((status, attempts, error))
-    assert len(jobs) == 24
+    assert len(jobs) == 24 + 19  # the invoices, and an index job for each of the 19 clean ones
     assert [(s, a) for s, a, _ in by_role["long"]] == [("succeeded", 2)]
     assert "[lease expired, reclaimed from demo-w" in (by_role["long"][0][2] or "")
     with psycopg.connect(empty_dsn) as conn:
@@ -112,8 +112,10 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
     assert "Timed out (1)" in out and "attempt 1: timed out after 1s" in out
     assert "attempt 2: timed out after 1s (the handler stopped when told" in out and "-> dead" in out
     assert {s for s, _, _ in by_role["clean"]} == {"succeeded"}
-    assert results == (22,)
-    assert "Result rows: 22; succeeded jobs: 22" in out
+    assert {s for s, _, _ in by_role["index"]} == {"succeeded"}
+    assert results == (41,)
+    assert "Result rows: 41; succeeded jobs: 41" in out
+    assert "Indexed by a batch handler (demo.index_invoices, batch=8): 19 invoices in" in out
 
 
 @pytest.mark.slow
@@ -126,7 +128,7 @@ def test_demo_with_no_database_url_starts_its_own_postgres(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     assert "starting a throwaway embedded PostgreSQL" in proc.stdout
-    assert "Result rows: 6; succeeded jobs: 6" in proc.stdout
+    assert "Result rows: 9; succeeded jobs: 9" in proc.stdout
     assert "Every invariant held" in proc.stdout
 
 

@@ -95,7 +95,7 @@ def test_a_job_made_by_hand_keeps_its_checkpoints_in_memory() -> None:
 
 def test_a_refused_checkpoint_stops_the_job_as_lost() -> None:
     job = _job()
-    job._saver = lambda state: False
+    job.saver = lambda state: False
     assert job.checkpoint({"page": 1}) is False
     assert job.should_stop and job.stop_reason is StopReason.LEASE_LOST and job.last_checkpoint is None
 

@@ -15,10 +15,10 @@ from pgwork.db import Queue
 from pgwork.db.batches import StoredSuccess
 from pgwork.db.roundtrip import claim_params, finish_then_claim, success_params
 from pgwork.models import ClaimedJob, Completion
-from pgwork.worker.claimgate import ClaimGate, ClaimRoom
-from pgwork.worker.finishes import Finisher, Pending
-from pgwork.worker.holdings import Held, HeldState
-from pgwork.worker.outcome import Decision, Outcome, lost
+from pgwork.worker.attempt import Attempt, AttemptState
+from pgwork.worker.claims import ClaimGate, ClaimRoom
+from pgwork.worker.finishes import Finisher
+from pgwork.worker.outcome import Decision, Outcome
 from pgwork.worker.registry import Job
 from tests.support.rows import Rows
 from tests.support.waiting import wait_for
@@ -32,11 +32,11 @@ def _xmin(dsn: str, job_id: int) -> int:
     return int(row[0])
 
 
-def _held(claimed: ClaimedJob) -> Held:
+def _decided(claimed: ClaimedJob, decision: Decision) -> Attempt:
     job = Job(claimed.id, claimed.job_type, {}, claimed.attempt, claimed.max_attempts, claimed.idempotency_key)
-    held = Held(claimed, job, 30)
-    held.state = HeldState.FINISHING
-    return held
+    attempt = Attempt(claimed, job, 30, decision=decision)
+    attempt.state = AttemptState.FINISHING
+    return attempt
 
 
 def test_finish_and_claim_are_two_transactions_in_one_round_trip(queue: Queue) -> None:
@@ -118,10 +118,9 @@ def test_the_finisher_claims_with_its_write_and_a_lost_lease_is_reported_lost(qu
     ready = rows.pending()
     taken: list[list[ClaimedJob]] = []
     finisher = _finisher(queue, taken)
-    pending = Pending(_held(gone), Decision(Outcome.SUCCEEDED, result_json='"late"'), None)
-    answers = finisher.write([pending])
-    assert [o for _, o in answers] == [Outcome.LEASE_LOST]
-    assert pending.decision == lost()
+    decided = Decision(Outcome.SUCCEEDED, result_json='"late"')
+    answers = finisher.write([_decided(gone, decided)])
+    assert [(a.decision, o) for a, o in answers] == [(decided, Outcome.LEASE_LOST)]  # answered, not rewritten
     assert [[c.id for c in jobs] for jobs in taken] == [[ready]]
     assert finisher.pipelined_claims == 1
 
@@ -131,11 +130,11 @@ def test_the_finisher_claims_nothing_without_room_or_while_another_claim_runs(qu
     ready = Rows(queue, "rt").pending()
     taken: list[list[ClaimedJob]] = []
     full = _finisher(queue, taken, room=0)
-    answers = full.write([Pending(_held(held.running()), Decision(Outcome.SUCCEEDED), None)])
+    answers = full.write([_decided(held.running(), Decision(Outcome.SUCCEEDED))])
     assert [o for _, o in answers] == [Outcome.SUCCEEDED]
     busy = _finisher(queue, taken)
     assert busy._gate is not None and busy._gate.enter()  # the main loop is claiming
-    answers = busy.write([Pending(_held(held.running()), Decision(Outcome.SUCCEEDED), None)])
+    answers = busy.write([_decided(held.running(), Decision(Outcome.SUCCEEDED))])
     assert [o for _, o in answers] == [Outcome.SUCCEEDED]
     assert taken == [] and full.pipelined_claims == busy.pipelined_claims == 0
     row = queue.job(ready)
@@ -148,7 +147,7 @@ def test_a_refused_result_is_still_split_out_and_failed_after_a_pipelined_try(qu
     rows.pending()
     taken: list[list[ClaimedJob]] = []
     finisher = _finisher(queue, taken)
-    answers = finisher.write([Pending(_held(bad), Decision(Outcome.SUCCEEDED, result_json="{not json"), None)])
+    answers = finisher.write([_decided(bad, Decision(Outcome.SUCCEEDED, result_json="{not json"))])
     assert [o for _, o in answers] == [Outcome.DEAD]
     row = queue.job(bad.id)
     assert row is not None and row.status == "dead" and row.last_error
@@ -164,7 +163,7 @@ def test_a_one_job_worker_claims_each_next_job_with_the_last_finish(queue: Queue
     assert worker.claims == 30
     # All but the first claim rode on a finish (the main loop claims first, and once more to
     # find the queue empty).
-    assert worker._finisher.pipelined_claims >= 29
+    assert worker.finisher.pipelined_claims >= 29
     count = next(s.value for s in worker.metrics.claim_duration.collect()[0].samples if s.name.endswith("_count"))
     assert count >= 30
 

@@ -13,21 +13,21 @@ import pytest
 
 from pgwork.durations import format_duration, parse_duration
 from pgwork.models import ClaimedJob, Lease
-from pgwork.worker.holdings import Held, HeldState, Holdings
+from pgwork.worker.attempt import Attempt, AttemptState
+from pgwork.worker.holdings import Holdings
 from pgwork.worker.options import OptionError, parse_options
-from pgwork.worker.outcome import Decision, Ended, Outcome, abandoned, decide
+from pgwork.worker.outcome import Decision, Ended, Outcome, abandoned, decide, timeout_message
 from pgwork.worker.registry import Job, Registry, StopReason
 from pgwork.worker.runners import Runners
 from pgwork.worker.timeouts import (
     Step,
+    Watchdog,
     abandon_grace,
     effective_timeout,
     next_step,
-    timeout_message,
     too_many_abandoned,
     wake_at,
 )
-from pgwork.worker.watchdog import Watchdog
 from tests.support.waiting import wait_for
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
@@ -154,11 +154,11 @@ def test_max_abandoned_option(value: str, ok: bool) -> None:
             parse_options(app="m", worker_id="w", environ={}, max_abandoned=value)
 
 
-def _held(job_id: int, timeout: float | None, deadline: float | None) -> Held:
+def _held(job_id: int, timeout: float | None, deadline: float | None) -> Attempt:
     lease = Lease(job_id, uuid.uuid4(), "w", 1, 3, "ocr")
     claimed = ClaimedJob(job_id, "ocr", {}, 100, 1, 3, "k", {}, lease, NOW, NOW, None, timeout)
-    held = Held(claimed, Job(job_id, "ocr", {}, 1, 3, "k"), 30.0)
-    held.state = HeldState.RUNNING
+    held = Attempt(claimed, Job(job_id, "ocr", {}, 1, 3, "k"), 30.0)
+    held.state = AttemptState.RUNNING
     held.timeout, held.deadline = timeout, deadline
     return held
 
@@ -183,15 +183,15 @@ def test_an_abandoned_runner_is_replaced_and_ends_when_its_handler_returns() -> 
     started = threading.Event()
     ran: list[int] = []
 
-    def run(held: Held) -> None:
+    def run(held: Attempt) -> None:
         held.runner = threading.current_thread()
         if held.claimed.id == 1:
             started.set()
             release.wait(10)
         ran.append(held.claimed.id)
 
-    pool = Runners(1, run)
-    pool.start()
+    pool = Runners(1)
+    pool.start(run)
     stuck = _held(1, 1.0, 0.0)
     pool.submit(stuck)
     wait_for(started.is_set, 5)
@@ -216,7 +216,7 @@ def test_runners_keep_the_bound_when_a_runner_takes_its_next_job_itself() -> Non
     now_running = [0, 0]  # current, most seen
     idle = threading.Event()
 
-    def run(held: Held) -> None:
+    def run(held: Attempt) -> None:
         with lock:
             started.append(held.claimed.id)
             now_running[0] += 1
@@ -225,8 +225,8 @@ def test_runners_keep_the_bound_when_a_runner_takes_its_next_job_itself() -> Non
         with lock:
             now_running[0] -= 1
 
-    pool = Runners(3, run, idle=idle.set)
-    pool.start()
+    pool = Runners(3)
+    pool.start(run, idle=idle.set)
     pool.submit_many([_held(n, None, None) for n in range(1, 61)])
     wait_for(lambda: len(started) == 60 and pool.busy == 0, 10, what="every job ran")
     assert idle.is_set()

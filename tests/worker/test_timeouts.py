@@ -12,32 +12,24 @@ import pytest
 
 from pgwork.backoff import Backoff
 from pgwork.db import Queue
-from pgwork.worker.options import WorkerOptions
 from pgwork.worker.registry import Job, Registry
 from pgwork.worker.runtime import Worker
 from pgwork.worker.timeouts import EXIT_ABANDONED
 from tests.support.waiting import wait_for
-from tests.support.workers import Spawn
+from tests.support.workers import InProcess, Spawn
 
 # Retries far enough ahead that no attempt runs twice inside one test.
 LATER = Backoff(base=300, cap=300, jitter=0)
 
 
-def _worker(queue: Queue, registry: Registry, **kw: Any) -> tuple[Worker, threading.Thread]:
-    """An in-process worker on its own Queue, which spaces retries by the handlers' backoffs."""
-    options = WorkerOptions(app="timeouts", worker_id="w-timeouts", metrics_port=0, heartbeat=0.2, lease=3, **kw)
-    own = Queue(queue.dsn, backoffs=registry.backoffs())
-    worker = Worker(own, options, registry)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    return worker, thread
+def _worker(queue: Queue, registry: Registry, **kw: Any) -> tuple[Worker, InProcess]:
+    """An in-process worker; its retries are spaced by the handlers' own backoffs."""
+    running = InProcess(queue.dsn, registry, "timeouts", **kw)
+    return running.worker, running
 
 
-def _stop(worker: Worker, thread: threading.Thread) -> None:
-    worker.request_stop()
-    thread.join(15)
-    worker.queue.close()
-    assert not thread.is_alive()
+def _stop(worker: Worker, running: InProcess) -> None:
+    running.stop()
 
 
 SAMPLES = {
@@ -234,3 +226,32 @@ def test_an_async_handler_past_its_timeout_is_cancelled_and_the_attempt_retries(
     assert row.available_at > row.created_at
     assert _value(worker, "timed_out", "async-overrun") == 1
     assert _value(worker, "abandoned", "async-overrun") == 0
+
+
+def test_a_worker_giving_up_on_stuck_threads_starts_no_further_job(queue: Queue) -> None:
+    # Issue 25: with --concurrency 1 the abandoned attempt's failure was written by a write that
+    # also claimed the next job, which then ran (and timed out, an attempt burned) although the
+    # worker was about to drain. Giving up comes first now: that write claims nothing.
+    registry = Registry()
+    release = threading.Event()
+    started: list[int] = []
+
+    def hung(job: Job) -> str:
+        started.append(job.id)
+        release.wait(60)  # ignores job.should_stop
+        return "late"
+
+    registry.register("hung", hung, timeout="300ms", backoff=LATER)
+    ids = [queue.enqueue("hung", {"n": n}) for n in range(3)]
+    worker, running = _worker(queue, registry, concurrency=1, max_abandoned=0, grace=1)
+    try:
+        running.join(20)  # it gives up and ends on its own
+    finally:
+        release.set()
+    assert worker.exit_code == EXIT_ABANDONED
+    assert len(started) == 1
+    for job_id in ids:
+        row = queue.job(job_id)
+        assert row is not None and row.status == "pending" and row.lease_token is None
+        # Only the abandoned job used an attempt; the others were never claimed.
+        assert row.attempt_count == (1 if job_id == started[0] else 0), (job_id, row.attempt_count)

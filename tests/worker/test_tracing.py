@@ -166,3 +166,47 @@ def test_cli_producer_and_worker_export_one_trace_with_otel_env(dsn: str) -> Non
     assert process["context"]["trace_id"] == send["context"]["trace_id"]
     assert process["parent_id"] == send["context"]["span_id"]
     assert process["resource"]["attributes"]["service.name"] == "pgwork-test"
+
+
+def test_an_abandoned_attempts_span_ends_with_the_timeout_as_its_error(
+    queue: Queue, traced: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """The watchdog writes an abandoned attempt's outcome without its thread: the attempt's span
+    must end there too, recording the timeout, not stay open for a thread that may never return."""
+    from pgwork.backoff import Backoff
+    from pgwork.worker.registry import Job, Registry
+    from tests.support.waiting import wait_for
+
+    provider, exporter = traced
+    registry = Registry()
+    release = threading.Event()
+
+    def hung(job: Job) -> str:
+        release.wait(60)  # ignores job.should_stop, as a hung library call would
+        return "late"
+
+    registry.register("hung", hung, timeout="300ms", backoff=Backoff(base=300, cap=300, jitter=0))
+    job_id = queue.enqueue("hung", {})
+    options = WorkerOptions(app="hung", worker_id="tracer-hung", metrics_port=0, heartbeat=0.2, lease=3)
+    worker = Worker(queue, options, registry, tracer_provider=provider)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        spans = wait_for(
+            lambda: [s for s in exporter.get_finished_spans() if s.name == "process hung"],
+            20,
+            what="the abandoned attempt's span ended",
+        )
+    finally:
+        release.set()
+        worker.request_stop()
+        thread.join(15)
+    assert not thread.is_alive()
+    (span,) = spans
+    assert span.status.status_code is StatusCode.ERROR
+    attrs: dict[str, Any] = dict(span.attributes or {})
+    assert attrs["error.type"] == "timed_out"
+    assert "timed out after 300ms (handler did not return)" in (span.status.description or "")
+    assert attrs[tracing.JOB_OUTCOME] == "retry"
+    row = queue.job(job_id)
+    assert row is not None and "handler did not return" in (row.last_error or "")

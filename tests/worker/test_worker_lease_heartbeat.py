@@ -14,8 +14,9 @@ import pytest
 
 from pgwork.db import Queue
 from pgwork.models import ClaimedJob
+from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.heartbeat import Heartbeat
-from pgwork.worker.holdings import Held, HeldState, Holdings
+from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.registry import Job
 
@@ -24,8 +25,8 @@ OWNER = "pod-lease"
 
 def _hold(holdings: Holdings, claimed: ClaimedJob) -> Job:
     job = Job(claimed.id, claimed.job_type, {}, claimed.attempt, claimed.max_attempts, claimed.idempotency_key)
-    held = Held(claimed, job, 30)
-    held.state = HeldState.RUNNING
+    held = Attempt(claimed, job, 30)
+    held.state = AttemptState.RUNNING
     holdings.add(held)
     return job
 

@@ -8,15 +8,20 @@ parses. A document marked
 does not parse is a PermanentError (dead at once: no retry can fix a torn scan). Each attempt
 has 30 seconds (the handler's timeout); a job enqueued with its own timeout gets that instead,
 and one that overruns it is told to stop (its `job.sleep` returns False) and fails as timed out.
+
+`demo.index_invoices` is a batch handler: it gets up to INDEX_BATCH invoices in one call, as a
+model on a GPU would (one forward pass costs a fixed part plus a little per document), and
+returns one result per invoice, in order; a document with no text fails alone.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pgwork
 from pgwork import Job, PermanentError
-from pgwork.tools.demo import JOB_TYPE, invoices
+from pgwork.tools.demo import INDEX_BATCH, INDEX_JOB_TYPE, JOB_TYPE, invoices
 
 
 @pgwork.handler(JOB_TYPE, timeout="30s")
@@ -43,3 +48,15 @@ def extract_invoice(job: Job) -> dict[str, Any]:
     if resumed:
         fields["resumed_after_page"] = resumed
     return fields
+
+
+@pgwork.handler(INDEX_JOB_TYPE, batch=INDEX_BATCH, batch_wait="100ms")
+def index_invoices(jobs: list[Job]) -> list[Any]:
+    texts = [job.payload.get("text") for job in jobs]
+    time.sleep(0.2 + 0.01 * len(jobs))  # "the model": a fixed cost per call, a little per document
+    return [
+        {"document": job.payload.get("document"), "terms": len(text.split()), "batch": len(jobs)}
+        if isinstance(text, str)
+        else PermanentError("payload has no 'text' string to index")
+        for job, text in zip(jobs, texts, strict=True)
+    ]

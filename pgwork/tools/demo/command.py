@@ -5,7 +5,8 @@ database and creates nothing outside the `pgwork` schema. It enqueues invoices f
 extraction, a few flaky ones, one poison document and one scan that hangs past its timeout, runs
 several real `pgwork worker` processes, SIGKILLs one mid-job so the lease lapses and the reaper
 hands the job on, and ends with the operator's view: succeeded, retried, timed out, dead,
-reclaimed, and one result row per success.
+reclaimed, and one result row per success. The clean invoices are also indexed, a batch of them
+per call of a batch handler.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pgwork.errors import PgworkError
 from pgwork.models import NewJob, Reclaimed
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import render
-from pgwork.tools.demo import JOB_TYPE, invoices
+from pgwork.tools.demo import INDEX_BATCH, INDEX_JOB_TYPE, JOB_TYPE, invoices
 from pgwork.tools.fleet import WorkerFleet
 
 LEASE = "3s"
@@ -99,6 +100,15 @@ def plan(run: str, count: int, seed: int) -> list[Document]:
     return docs
 
 
+def index_jobs(run: str, docs: list[Document]) -> list[NewJob]:
+    """One job per clean invoice for the batch handler that indexes them."""
+    return [
+        NewJob(INDEX_JOB_TYPE, {"run": run, "document": d.job.payload["document"], "text": d.job.payload["text"],
+                                "role": "index"}, key=f"demo:{run}:index:{d.job.payload['document']}")
+        for d in docs if d.role == "clean"
+    ]  # fmt: skip
+
+
 class Demo:
     def __init__(self, dsn: str, workers: int, documents: int, seed: int) -> None:
         self.dsn = dsn
@@ -124,11 +134,16 @@ class Demo:
             docs = plan(self.run_id, self.n_documents, self.seed)
             ids = queue.enqueue_many([d.job for d in docs])
             roles = {job_id: d.role for job_id, d in zip(ids, docs, strict=True)}
+            indexing = index_jobs(self.run_id, docs)
+            index_ids = queue.enqueue_many(indexing)
+            roles.update(dict.fromkeys(index_ids, "index"))
+            ids = [*ids, *index_ids]
             counts = {r: list(roles.values()).count(r) for r in ("clean", "flaky", "poison", "long", "hung")}
             self.say(
                 f"enqueued {len(ids)} invoices (run {self.run_id}): {counts['clean']} clean, "
                 f"{counts['flaky']} flaky (fail twice), {counts['poison']} poison, {counts['long']} long scan, "
-                f"{counts['hung']} hung scan (its own {HUNG_TIMEOUT:g}s timeout, {HUNG_ATTEMPTS} attempts)"
+                f"{counts['hung']} hung scan (its own {HUNG_TIMEOUT:g}s timeout, {HUNG_ATTEMPTS} attempts); "
+                f"and {len(index_ids)} to index, up to {INDEX_BATCH} per call of a batch handler"
             )
             # What the reaper CronJob does, every half second.
             reaper = Reaper(
@@ -161,8 +176,12 @@ class Demo:
     def _start_workers(self) -> None:
         for n in range(1, self.n_workers + 1):
             self.fleet.start(f"demo-w{n}")
-        listing = ", ".join(f"{w.name} (pid {w.pid})" for w in self.fleet)
-        self.say(f"started {self.n_workers} `pgwork worker` processes: {listing}; lease {LEASE}, heartbeat {HEARTBEAT}")
+        # The batch handler's type gets a worker of its own, as a GPU model would: a worker holds
+        # --concurrency x batch jobs and claims a batch at a time, of every type it takes.
+        self.fleet.start("demo-index", "--job-types", INDEX_JOB_TYPE, "--concurrency", "1")
+        started = [f"{w.name} (pid {w.pid})" for w in self.fleet]
+        listing = ", ".join(started)
+        self.say(f"started {len(started)} `pgwork worker` processes: {listing}; lease {LEASE}, heartbeat {HEARTBEAT}")
 
     def _stop_workers(self) -> None:
         codes = self.fleet.stop_all()
@@ -221,6 +240,13 @@ class Demo:
     # -- the operator's view --------------------------------------------------------------
 
     def _report(self, queue: Queue, ids: Sequence[int], roles: dict[int, str], rows: dict[int, dict[str, Any]]) -> int:
+        every = rows
+        rows = {i: r for i, r in rows.items() if roles[i] != "index"}
+        indexed = [
+            found.result
+            for i, r in every.items()
+            if roles[i] == "index" and (found := queue.result(r["idempotency_key"]))
+        ]
         results = {
             i: dataclasses.asdict(found) if (found := queue.result(r["idempotency_key"])) else None
             for i, r in rows.items()
@@ -276,12 +302,19 @@ class Demo:
             "the next attempt resumed from its checkpoint"
         )
         print(render(reclaimed))
-        n_results = sum(1 for r in results.values() if r is not None)
+        sizes = [int(r.get("batch", 0)) for r in indexed if isinstance(r, dict)]
+        calls = round(sum(1 / n for n in sizes if n))
         print(
-            f"\nResult rows: {n_results}; succeeded jobs: {len(succeeded)}; "
-            f"claims (sum of attempt_count): {sum(r['attempt_count'] for r in rows.values())}"
+            f"\nIndexed by a batch handler ({INDEX_JOB_TYPE}, batch={INDEX_BATCH}): {len(indexed)} invoices in "
+            f"{calls} calls, one result row each"
         )
-        problems = check(rows, roles, n_results)
+        n_results = sum(1 for r in results.values() if r is not None) + len(indexed)
+        n_succeeded = sum(1 for r in every.values() if r["status"] == "succeeded")
+        print(
+            f"\nResult rows: {n_results}; succeeded jobs: {n_succeeded}; "
+            f"claims (sum of attempt_count): {sum(r['attempt_count'] for r in every.values())}"
+        )
+        problems = check(every, roles, n_results)
         if problems:
             print("\nSomething is off: " + "; ".join(problems), file=sys.stderr)
             print(f"worker logs: {self.log_dir}", file=sys.stderr)
@@ -349,8 +382,8 @@ def check(rows: dict[int, dict[str, Any]], roles: dict[int, str], n_results: int
             problems.append(f"hung job {i} is {r['status']} ({first_line(r['last_error'])}), not dead by its timeout")
         if role == "long" and (r["checkpoint"] or {}).get("page") != LONG_SCAN_PAGES:
             problems.append(f"long job {i} ended with checkpoint {r['checkpoint']}, not its last page")
-        if role == "clean" and r["status"] != "succeeded":
-            problems.append(f"clean job {i} is {r['status']}")
+        if role in ("clean", "index") and r["status"] != "succeeded":
+            problems.append(f"{role} job {i} is {r['status']}")
     return problems
 
 

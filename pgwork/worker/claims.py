@@ -1,0 +1,81 @@
+"""Claiming: how many jobs to claim now, and who claims next.
+
+`claim_size` and `held_back` are pure. The gate decides who claims: the main loop, or the finisher
+in the same round trip as its write. A one-job worker that finishes a job has exactly one free
+slot, and the claim that fills it can ride on the finish (pgwork.db.roundtrip). The gate makes the
+two claimers take turns, so the worker never holds more than its capacity: whoever claims holds the
+gate from reading the room to holding the jobs claimed. Once a stop is requested the gate closes
+for good and no claim starts; the drain waits for one under way, so every job it brought is held
+before the drain releases what has not started.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from pgwork.models import ClaimedJob, TypeStats
+
+
+def claim_size(concurrency: int, batch: int, *, waiting: int, running: int, finishing: int = 0) -> int:
+    """Jobs to claim in the next statement: none while the runners still have at least one job
+    each queued (claiming more would only hold leases idle), else enough to fill the worker's
+    capacity of max(concurrency, batch) jobs waiting or running, and never more than `batch` at
+    once. Jobs whose outcome waits to be written (`finishing`) free their runner at once, but
+    back-pressure holds: with more than one capacity of them pending, claiming waits for the
+    writes, so a writer that falls behind never lets the worker hoard leases."""
+    if waiting >= concurrency:
+        return 0
+    capacity = max(concurrency, batch)
+    room = min(capacity - waiting - running, 2 * capacity - waiting - running - finishing)
+    return max(0, min(batch, room))
+
+
+def held_back(stats: Iterable[TypeStats]) -> bool:
+    """Whether ready jobs of these types wait on a fleet-wide limit (other workers hold the type's
+    slots, or its rate is spent): then a burst worker whose claim came back empty waits for them
+    instead of exiting with the backlog undrained (pure)."""
+    return any(s.ready > 0 and (s.max_running is not None or s.rate_count is not None) for s in stats)
+
+
+@dataclass(frozen=True)
+class ClaimRoom:
+    """What a claim needs: who claims which types for how long, the room to claim into now
+    (claim_size; 0 once stopping), and how to hold what came back (with the
+    round trip's seconds, for the claim-latency histogram)."""
+
+    owner: str
+    job_types: list[str]
+    lease: float
+    room: Callable[[], int]
+    hold: Callable[[list[ClaimedJob], float], None]
+
+
+class ClaimGate:
+    def __init__(self, claim: ClaimRoom) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self.claim = claim
+
+    def enter(self) -> bool:
+        """Take the turn to claim without waiting; False while another claim is under way or
+        once the gate is closed."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        if self._closed:
+            self._lock.release()
+            return False
+        return True
+
+    def leave(self) -> None:
+        self._lock.release()
+
+    def close(self, timeout: float) -> bool:
+        """No claim starts from now on; wait up to `timeout` seconds for one under way to hold
+        its jobs. False: it did not end in time."""
+        entered = self._lock.acquire(timeout=max(0.0, timeout))
+        self._closed = True
+        if entered:
+            self._lock.release()
+        return entered
