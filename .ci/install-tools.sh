@@ -73,5 +73,24 @@ install_promtool() {
   echo "promtool: $(promtool --version 2>&1 | head -1)"
 }
 
+# Debian's chromium: tests/ui's browser tests drive it through Playwright (whose own browser
+# download cannot run here).
+install_chromium() {
+  if command -v chromium >/dev/null 2>&1; then
+    echo "chromium: already installed ($(command -v chromium))"
+    return
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "chromium: apt-get not available; install the 'chromium' package by hand" >&2
+    return 1
+  fi
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  echo "chromium: $(chromium --version 2>&1 | head -1)"
+}
+
 install_helm_kubectl
 install_promtool
+install_chromium
