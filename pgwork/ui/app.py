@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -173,6 +173,7 @@ def create_app(console: Console, settings: Settings) -> Starlette:
         Route("/confirm", confirm),
         Route("/act", act, methods=["POST"]),
         Route("/events", events),
+        Route("/favicon.ico", lambda request: RedirectResponse("/static/favicon.svg", 301)),
         Mount("/static", StaticFiles(packages=[("pgwork.ui", "static")]), name="static"),
     ]
     app = Starlette(

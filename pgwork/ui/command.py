@@ -67,7 +67,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     print(f"pgwork ui: http://{args.host}:{args.port}/ on {describe(dsn)} (auth {auth.mode})", flush=True)
     try:
         uvicorn.run(create_app(console, settings), host=args.host, port=args.port, log_level="warning",
-                    server_header=False, proxy_headers=False)
+                    server_header=False, proxy_headers=False,
+                    # Event streams never end by themselves: give them a second, then close them.
+                    timeout_graceful_shutdown=1)
     finally:
         console.close()
     return 0

@@ -28,7 +28,8 @@ HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer Chromium sends "Origin: null" on our own form posts.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 AUTH_MODES = ("none", "basic", "proxy")
