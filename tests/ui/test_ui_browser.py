@@ -97,17 +97,20 @@ def test_find_a_dead_job_retry_it_and_watch_it_succeed_live(queue: Queue, dsn: s
         page.wait_for_selector("#overview")
         shot(page, "overview")
         page.click("text=Jobs")
+        page.wait_for_url("**/jobs")
         page.fill("input[name=error]", "ocr confidence")
         page.select_option("select[name=state]", "dead")
         page.click("button:has-text('Search')")
-        rows = page.locator("#jobs tbody tr")
-        assert rows.count() == 1
+        page.wait_for_url("**/jobs?*error=ocr*")
+        sync_api.expect(page.locator("#jobs tbody tr")).to_have_count(1)
         shot(page, "jobs")
         page.click(f"a[href='/jobs/{dead}']")
+        page.wait_for_url(f"**/jobs/{dead}")
         assert "OCR confidence 0.12" in page.inner_text("#error")
         assert "INV-2026-0042" in page.inner_text("#payload")
         shot(page, "job")
         page.click("#retry")
+        page.wait_for_url("**/act")
         assert "requeued 1 of 1" in page.inner_text("#outcome")
         # Live: the overview's counts change without a reload once a worker finishes the job.
         page.goto("/")
@@ -134,9 +137,11 @@ def test_bulk_cancel_after_seeing_the_count(queue: Queue, dsn: str, open_page: O
         page = open_page(base)
         page.goto("/jobs?type=report&path=tenant&value=9")
         page.click("#bulk-cancel")
+        page.wait_for_url("**/confirm?*")
         assert "10 jobs" in page.inner_text("#count")
         shot(page, "confirm")
         page.click("#confirm")
+        page.wait_for_url("**/act")
         assert "cancelled 10 of 10" in page.inner_text("#outcome")
     assert {s.job_type: s.ready for s in queue.stats()}["report"] == 10
 
@@ -174,6 +179,7 @@ def test_an_action_without_the_csrf_token_is_refused(queue: Queue, dsn: str, ope
         page.goto(f"/jobs/{dead}")
         page.eval_on_selector("input[name=csrf]", "e => e.value = 'forged'")  # DevTools-side, not the page's CSP
         page.click("#retry")
+        page.wait_for_url("**/act")
         assert "CSRF" in page.inner_text("body")
         assert open_page.problems == ["Failed to load resource: the server responded with a status of 403 (Forbidden)"]
         open_page.problems.clear()

@@ -51,8 +51,10 @@ CREATE FUNCTION pgwork.find_jobs_scan(
 ) RETURNS SETOF pgwork.found_job LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
     WITH window_ AS (
         -- The newest `scan` jobs below the cursor: the bound on what one page costs.
+        -- One range condition whatever is asked (a job by id is the window of one below id + 1),
+        -- so jobs_pkey always answers it; an OR of the two cases would not use the index.
         SELECT j.* FROM pgwork.jobs AS j
-         WHERE (only_id IS NULL AND (before_id IS NULL OR j.id < before_id)) OR j.id = only_id
+         WHERE j.id < coalesce(only_id + 1, before_id, 9223372036854775807)
          ORDER BY j.id DESC
          LIMIT CASE WHEN only_id IS NULL THEN least(greatest(scan, 1), 1000000) ELSE 1 END
     )
@@ -74,7 +76,8 @@ CREATE FUNCTION pgwork.find_jobs_scan(
       FROM window_ AS j
       LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
       LEFT JOIN pgwork.job_results AS r ON r.idempotency_key = j.idempotency_key AND only_id IS NOT NULL
-     WHERE (job_types IS NULL OR j.job_type = ANY (job_types))
+     WHERE (only_id IS NULL OR j.id = only_id)
+       AND (job_types IS NULL OR j.job_type = ANY (job_types))
        AND (statuses IS NULL OR j.status::text = ANY (statuses))
        AND (error_text IS NULL OR strpos(lower(j.last_error), lower(error_text)) > 0)
        AND (created_from IS NULL OR j.created_at >= created_from)
@@ -103,11 +106,11 @@ CREATE FUNCTION pgwork.find_jobs_contents(
                                         payload_value, only_id, before_id, scan, lim, error_chars, true, at)
 $$;
 
--- Where a window of `scan` jobs below `before_id` ends: the cursor for "search older" (NULL: no
--- older job). An index-only walk of jobs_pkey.
+-- Where a window of `scan` jobs below `before_id` ends: the cursor for "search older"; NULL when
+-- the window held fewer than `scan` jobs (no older job). An index-only walk of jobs_pkey.
 CREATE FUNCTION pgwork.job_window(before_id bigint, scan integer) RETURNS bigint
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
-    SELECT min(w.id) FROM (SELECT j.id FROM pgwork.jobs AS j WHERE before_id IS NULL OR j.id < before_id
+    SELECT CASE WHEN count(*) >= least(greatest(scan, 1), 1000000) THEN min(w.id) END FROM (SELECT j.id FROM pgwork.jobs AS j WHERE before_id IS NULL OR j.id < before_id
                             ORDER BY j.id DESC LIMIT least(greatest(scan, 1), 1000000)) AS w
 $$;
 

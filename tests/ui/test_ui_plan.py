@@ -1,0 +1,80 @@
+"""The console's reads are bounded whatever the filter: find_jobs walks jobs_pkey backwards for at
+most `scan` jobs (a rare error text or payload value costs no more than a common one), the
+chart's buckets read index ranges, and none of them scans the table. Plans from auto_explain
+(nested statements: the functions' own), as tests/core/test_finish_by_key.py reads them."""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+import pytest
+
+from pgwork.db import Queue
+from pgwork.models import NewJob
+from pgwork.sql_files import Statements
+
+pytest.importorskip("jinja2")
+
+SQL = Statements("pgwork.ui", "sql/console.sql")
+JOBS, SCAN = 12_000, 2_000
+
+
+def _plans(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+    try:
+        conn.execute("LOAD 'auto_explain'")
+    except psycopg.Error as exc:
+        pytest.skip(f"auto_explain cannot be loaded here ({exc.diag.message_primary}); the plan test needs it")
+    for setting in ("auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
+                    "auto_explain.log_analyze = on", "auto_explain.log_level = notice", "client_min_messages = notice"):
+        conn.execute(f"SET {setting}")
+    plans: list[str] = []
+    conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+    return plans
+
+
+def _params(**given: object) -> dict[str, object]:
+    return {
+        "job_types": None, "statuses": None, "error": None, "created_from": None, "created_to": None,
+        "only_id": None, "before": None, "scan": SCAN, "lim": 50, "error_chars": 300, "now": None,
+        "path": None, "value": None,
+    } | given
+
+
+@pytest.mark.slow
+def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None:
+    with Queue(dsn) as q:
+        q.enqueue_many([NewJob("bulk", {"n": i, "tenant": i % 7}) for i in range(JOBS)])
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE pgwork.jobs")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        plans = _plans(conn)
+        searches = [
+            ("find_jobs", _params(error="no such error anywhere")),  # matches nothing: the whole window
+            ("find_jobs", _params(statuses=["dead"], job_types=["bulk"])),
+            ("find_jobs_contents", _params(path=["tenant"], value="3")),
+            ("find_jobs_contents", _params(path=["tenant"], value="99", before=JOBS // 2)),
+        ]
+        for name, params in searches:
+            conn.execute(SQL.query(name), params)
+        conn.execute(SQL.query("job_window"), {"before": None, "scan": SCAN})
+        conn.execute(SQL.query("finished_buckets"), {"buckets": 12, "bucket_seconds": 3600.0, "cap": 1000, "now": None})
+    inner = [p for p in plans if "pgwork.jobs" in p and "Query Text: SELECT * FROM" not in p]
+    scans = [p for p in inner if "window_" in p]
+    assert len(scans) == 4, plans
+    for plan in scans:
+        assert "Index Scan Backward using jobs_pkey" in plan, plan
+        assert "Seq Scan" not in plan, plan
+        walked = [int(n) for n in re.findall(r"Index Scan Backward using jobs_pkey.*?actual time=\S+ rows=(\d+)", plan)]
+        assert walked and max(walked) <= SCAN, plan
+    for plan in inner:
+        assert "Seq Scan on jobs" not in plan, plan
+
+
+def test_a_search_by_id_reads_one_row(queue: Queue) -> None:
+    queue.enqueue_many([NewJob("t", {"n": i}) for i in range(100)])
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        plans = _plans(conn)
+        conn.execute(SQL.query("find_jobs"), _params(only_id=50, error_chars=None))
+    (plan,) = [p for p in plans if "window_" in p]
+    assert re.search(r"jobs_pkey.*?rows=1 loops=1", plan, re.S), plan
