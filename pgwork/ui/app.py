@@ -52,8 +52,14 @@ def create_app(console: Console, settings: Settings) -> Starlette:
     def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         may = request.state.may
         html = env.get_template(name).render(
-            request=request, may=may, user=request.state.user, csrf=request.state.csrf, settings=settings,
-            states=STATES, csrf_field=CSRF_FIELD, **context,
+            request=request,
+            may=may,
+            user=request.state.user,
+            csrf=request.state.csrf,
+            settings=settings,
+            states=STATES,
+            csrf_field=CSRF_FIELD,
+            **context,
         )
         return HTMLResponse(html, status_code=status)
 
@@ -107,7 +113,13 @@ def create_app(console: Console, settings: Settings) -> Starlette:
         f = parse_filter(request.query_params).without_cursor()
         ids = console.matching_ids(f, request.state.may, action)
         return page(
-            request, "confirm.html", action=action, f=f, n=len(ids), cap=BULK_CAP, bulk_scan=BULK_SCAN,
+            request,
+            "confirm.html",
+            action=action,
+            f=f,
+            n=len(ids),
+            cap=BULK_CAP,
+            bulk_scan=BULK_SCAN,
             movable=action_states(action, f.state),
         )
 

@@ -34,7 +34,7 @@ def throughput_svg(bars: Sequence[Bar], cap: int) -> str:
     is marked as "at least"."""
     if not bars:
         return ""
-    top = max(max(b.finished + b.dead for b in bars), 1)
+    top = max(*(b.finished + b.dead for b in bars), 1)
     step = (WIDTH - 2 * PAD) / len(bars)
     out = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '

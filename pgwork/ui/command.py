@@ -18,17 +18,22 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --auth)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     p.add_argument(
-        "--auth", choices=("none", "basic", "proxy"), default=None,
+        "--auth",
+        choices=("none", "basic", "proxy"),
+        default=None,
         help="basic: PGWORK_UI_USER and PGWORK_UI_PASSWORD; proxy: trust --user-header from a reverse proxy; "
         "none: localhost only (default: basic when those variables are set, else none)",
     )
     p.add_argument("--user-header", default=None, help="the header a trusted proxy sets (default X-Forwarded-User)")
     p.add_argument(
-        "--live", choices=("sse", "poll"), default="sse",
+        "--live",
+        choices=("sse", "poll"),
+        default="sse",
         help="how pages stay fresh: server-sent events (default) or the browser polling",
     )
     p.add_argument(
-        "--no-listen", action="store_true",
+        "--no-listen",
+        action="store_true",
         help="never LISTEN (behind a transaction-mode pooler such as PgBouncer): refresh every --interval",
     )
     p.add_argument("--interval", type=float, default=2.0, help="seconds between live refreshes (default 2)")
@@ -61,15 +66,25 @@ def cmd_ui(args: argparse.Namespace) -> int:
     dsn = resolve_dsn(args.dsn)
     console = Console(dsn, prepare=not args.no_listen)
     settings = Settings(
-        auth=auth, live=args.live, interval=args.interval, listen=not args.no_listen,
-        stuck_after=args.stuck_after, secure_cookie=args.secure_cookie,
+        auth=auth,
+        live=args.live,
+        interval=args.interval,
+        listen=not args.no_listen,
+        stuck_after=args.stuck_after,
+        secure_cookie=args.secure_cookie,
     )
     print(f"pgwork ui: http://{args.host}:{args.port}/ on {describe(dsn)} (auth {auth.mode})", flush=True)
     try:
-        uvicorn.run(create_app(console, settings), host=args.host, port=args.port, log_level="warning",
-                    server_header=False, proxy_headers=False,
-                    # Event streams never end by themselves: give them a second, then close them.
-                    timeout_graceful_shutdown=1)
+        uvicorn.run(
+            create_app(console, settings),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            server_header=False,
+            proxy_headers=False,
+            # Event streams never end by themselves: give them a second, then close them.
+            timeout_graceful_shutdown=1,
+        )
     finally:
         console.close()
     return 0

@@ -112,7 +112,9 @@ class Console:
     def overview(self) -> list[TypeStats]:
         return self.queue.stats(cap=COUNT_CAP)
 
-    def buckets(self, *, buckets: int = 12, bucket_seconds: float = 3600.0, now: datetime | None = None) -> list[Bucket]:
+    def buckets(
+        self, *, buckets: int = 12, bucket_seconds: float = 3600.0, now: datetime | None = None
+    ) -> list[Bucket]:
         params = {"buckets": buckets, "bucket_seconds": bucket_seconds, "cap": COUNT_CAP, "now": now}
         with self._conn() as conn:
             return self._many(conn, "finished_buckets", params, Bucket)
@@ -179,7 +181,9 @@ class Console:
         if not states:
             return []
         with self._conn() as conn:
-            found = self._find(conn, f.without_cursor(), may, statuses=states, scan=BULK_SCAN, lim=BULK_CAP, error_chars=0)
+            found = self._find(
+                conn, f.without_cursor(), may, statuses=states, scan=BULK_SCAN, lim=BULK_CAP, error_chars=0
+            )
         return [j.id for j in found]
 
     def actions(self, limit: int = 50) -> list[ActionRow]:
@@ -201,8 +205,13 @@ class Console:
             else:
                 report = self.queue.cancel(ids, conn=conn)
                 result = ActionResult(action, len(ids), report.cancelled, report.requested, len(report.not_cancellable))
-            params = {"actor": actor, "action": action, "target": target, "jobs": len(result.changed),
-                      "outcome": result.summary()}
+            params = {
+                "actor": actor,
+                "action": action,
+                "target": target,
+                "jobs": len(result.changed),
+                "outcome": result.summary(),
+            }
             self._scalar(conn, "record_action", params)
         # After the commit: the log says what happened, never what was only attempted.
         log.info("console action: %s %s by %s: %s", action, target, actor, result.summary())

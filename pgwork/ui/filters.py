@@ -94,7 +94,9 @@ def _time(params: Mapping[str, str], name: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        raise FilterError(name, f"{value!r} is not a time; write it as 2026-01-31T12:00 (UTC unless an offset is given)")
+        raise FilterError(
+            name, f"{value!r} is not a time; write it as 2026-01-31T12:00 (UTC unless an offset is given)"
+        ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 

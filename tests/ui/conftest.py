@@ -58,9 +58,11 @@ def serving(dsn: str, **settings: object) -> Iterator[str]:
     options: dict[str, object] = {"auth": AuthConfig(), "interval": 0.5} | settings
     app = create_app(console, Settings(**options))  # type: ignore[arg-type]
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
-    ))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -12,16 +12,21 @@ from pathlib import Path
 
 import pytest
 
-sync_api = pytest.importorskip("playwright.sync_api")
-
 from pgwork.db import Queue
 from pgwork.models import NewJob
 from tests.ui.conftest import serving
 
+sync_api = pytest.importorskip("playwright.sync_api")
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
-    "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 pytestmark = [
@@ -88,8 +93,12 @@ def test_find_a_dead_job_retry_it_and_watch_it_succeed_live(queue: Queue, dsn: s
     for job in queue.claim("worker-a", job_types=["invoice.extract"], limit=12):
         queue.succeed(job.lease, {"total": 10})
     queue.claim("worker-c", job_types=["invoice.extract"], limit=3, lease=600)
-    dead = _dead(queue, "invoice.extract", "ValueError: scanned page 3 is unreadable (OCR confidence 0.12)",
-                 {"invoice": "INV-2026-0042", "customer": {"id": 7}})
+    dead = _dead(
+        queue,
+        "invoice.extract",
+        "ValueError: scanned page 3 is unreadable (OCR confidence 0.12)",
+        {"invoice": "INV-2026-0042", "customer": {"id": 7}},
+    )
     _dead(queue, "email.send", "SMTP 554: rejected", {"to": "ops@example.com"})
     with serving(dsn) as base:
         page = open_page(base)
@@ -161,7 +170,7 @@ def test_a_reader_sees_no_payload_and_cannot_act(
 
 
 def test_hostile_strings_render_as_inert_text(queue: Queue, dsn: str, open_page: Opener) -> None:
-    hostile = "<script>window.pwned=1</script><img src=x onerror=\"window.pwned=2\">\x1b[31m"
+    hostile = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">\x1b[31m'
     dead = _dead(queue, "<b>type</b>", hostile + "E" * (1024 * 1024), {"x": hostile})
     with serving(dsn) as base:
         page = open_page(base)

@@ -7,7 +7,6 @@ import re
 from collections.abc import Callable
 
 import psycopg
-import pytest
 from starlette.testclient import TestClient
 
 from pgwork.db import Queue
@@ -36,8 +35,17 @@ def test_every_page_renders_with_the_strict_policy(queue: Queue, client: Callabl
     queue.enqueue("email", {"to": "a"})
     queue.claim("w-2", job_types=["email"])
     c = client()
-    for url in ("/", "/live/overview", "/jobs", f"/jobs/{dead}", "/running", "/live/running", "/dead", "/actions",
-                "/confirm?action=retry&state=dead"):
+    for url in (
+        "/",
+        "/live/overview",
+        "/jobs",
+        f"/jobs/{dead}",
+        "/running",
+        "/live/running",
+        "/dead",
+        "/actions",
+        "/confirm?action=retry&state=dead",
+    ):
         r = c.get(url)
         assert r.status_code == 200, url
         assert r.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self'")
@@ -101,8 +109,9 @@ def test_actions_need_the_csrf_token_and_same_origin(queue: Queue, client: Calla
     for data in ({"action": "retry", "ids": str(dead)}, {"action": "retry", "ids": str(dead), "csrf": "forged"}):
         r = c.post("/act", data=data)
         assert r.status_code == 403 and "CSRF" in r.text
-    cross = c.post("/act", data={"action": "retry", "ids": str(dead), "csrf": token},
-                   headers={"origin": "https://evil.example"})
+    cross = c.post(
+        "/act", data={"action": "retry", "ids": str(dead), "csrf": token}, headers={"origin": "https://evil.example"}
+    )
     assert cross.status_code == 403
     assert queue.job(dead).status == "dead"  # type: ignore[union-attr]
     done = c.post("/act", data={"action": "retry", "ids": str(dead), "csrf": token})
@@ -173,7 +182,9 @@ def test_no_connection_string_in_pages_or_errors(dsn: str, client: Callable[...,
         assert "hunter2" not in text and "postgresql://" not in text and "dbname" not in text
         assert host == "" or f"host={host}" not in text
     with psycopg.connect(dsn, autocommit=True) as conn:  # the next read fails inside the database
-        conn.execute("ALTER FUNCTION pgwork.find_jobs_contents(text[], text[], text, timestamptz, timestamptz, "
-                     "text[], text, bigint, bigint, integer, integer, integer, timestamptz) RENAME TO gone")
+        conn.execute(
+            "ALTER FUNCTION pgwork.find_jobs_contents(text[], text[], text, timestamptz, timestamptz, "
+            "text[], text, bigint, bigint, integer, integer, integer, timestamptz) RENAME TO gone"
+        )
     broken = c.get("/jobs")
     assert broken.status_code == 500 and "hunter2" not in broken.text and "gone" not in broken.text

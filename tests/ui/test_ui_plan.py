@@ -25,8 +25,13 @@ def _plans(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
         conn.execute("LOAD 'auto_explain'")
     except psycopg.Error as exc:
         pytest.skip(f"auto_explain cannot be loaded here ({exc.diag.message_primary}); the plan test needs it")
-    for setting in ("auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
-                    "auto_explain.log_analyze = on", "auto_explain.log_level = notice", "client_min_messages = notice"):
+    for setting in (
+        "auto_explain.log_min_duration = 0",
+        "auto_explain.log_nested_statements = on",
+        "auto_explain.log_analyze = on",
+        "auto_explain.log_level = notice",
+        "client_min_messages = notice",
+    ):
         conn.execute(f"SET {setting}")
     plans: list[str] = []
     conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
@@ -35,9 +40,19 @@ def _plans(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
 
 def _params(**given: object) -> dict[str, object]:
     return {
-        "job_types": None, "statuses": None, "error": None, "created_from": None, "created_to": None,
-        "only_id": None, "before": None, "scan": SCAN, "lim": 50, "error_chars": 300, "now": None,
-        "path": None, "value": None,
+        "job_types": None,
+        "statuses": None,
+        "error": None,
+        "created_from": None,
+        "created_to": None,
+        "only_id": None,
+        "before": None,
+        "scan": SCAN,
+        "lim": 50,
+        "error_chars": 300,
+        "now": None,
+        "path": None,
+        "value": None,
     } | given
 
 

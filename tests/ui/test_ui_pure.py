@@ -73,16 +73,14 @@ def _pairs(query: str) -> list[tuple[str, str]]:
     return parse_qsl(query)
 
 
-@pytest.mark.parametrize(
-    ("text", "ids"), [("3", [3]), ("3, 1 2,,3", [1, 2, 3]), (" 10\n11 ", [10, 11])]
-)
+@pytest.mark.parametrize(("text", "ids"), [("3", [3]), ("3, 1 2,,3", [1, 2, 3]), (" 10\n11 ", [10, 11])])
 def test_parse_ids(text: str, ids: list[int]) -> None:
     assert parse_ids(text) == ids
 
 
 @pytest.mark.parametrize("text", ["", " , ", "0", "-1", "1e3", "x", "1" * 20])
 def test_parse_ids_refuses(text: str) -> None:
-    with pytest.raises(FilterError, match="^ids: "):
+    with pytest.raises(FilterError, match=r"^ids: "):
         parse_ids(text)
 
 
@@ -159,7 +157,12 @@ def test_basic_auth(headers: dict[str, str], who: str | None) -> None:
 
 @pytest.mark.parametrize(
     ("headers", "who"),
-    [({"x-forwarded-user": "alice"}, "alice"), ({"x-forwarded-user": " "}, None), ({"x-forwarded-user": "a\nb"}, None), ({}, None)],
+    [
+        ({"x-forwarded-user": "alice"}, "alice"),
+        ({"x-forwarded-user": " "}, None),
+        ({"x-forwarded-user": "a\nb"}, None),
+        ({}, None),
+    ],
 )
 def test_proxy_header(headers: dict[str, str], who: str | None) -> None:
     assert authenticate(AuthConfig("proxy"), headers, "10.0.0.1") == who
@@ -171,7 +174,8 @@ def test_local_mode_names_the_client() -> None:
 
 
 @pytest.mark.parametrize(
-    ("cookie", "form", "ok"), [("abc", "abc", True), ("abc", "abd", False), (None, "abc", False), ("abc", "", False), ("", "", False)]
+    ("cookie", "form", "ok"),
+    [("abc", "abc", True), ("abc", "abd", False), (None, "abc", False), ("abc", "", False), ("", "", False)],
 )
 def test_csrf_ok(cookie: str | None, form: str, ok: bool) -> None:
     assert csrf_ok(cookie, form) is ok
@@ -198,7 +202,8 @@ def test_as_json_is_visible_too() -> None:
 
 
 @pytest.mark.parametrize(
-    ("seconds", "text"), [(None, ""), (0, "0s"), (59.9, "59s"), (61, "1m 01s"), (3700, "1h 01m"), (90000, "1d 1h"), (-5, "-5s")]
+    ("seconds", "text"),
+    [(None, ""), (0, "0s"), (59.9, "59s"), (61, "1m 01s"), (3700, "1h 01m"), (90000, "1d 1h"), (-5, "-5s")],
 )
 def test_age(seconds: float | None, text: str) -> None:
     assert age(seconds) == text
