@@ -110,7 +110,7 @@ def create_app(console: Console, settings: Settings) -> Starlette:
         action = request.query_params.get("action", "")
         if action not in ("retry", "cancel"):
             raise FilterError("action", "use retry or cancel")
-        f = parse_filter(request.query_params).without_cursor()
+        f = parse_filter(request.query_params)
         ids = console.matching_ids(f, request.state.may, action)
         return page(
             request,
@@ -141,7 +141,7 @@ def create_app(console: Console, settings: Settings) -> Starlette:
             ids = parse_ids(fields["ids"])
             target = "job " + ", ".join(map(str, ids)) if len(ids) <= 20 else f"{len(ids)} jobs by id"
         else:
-            f = parse_filter(fields).without_cursor()
+            f = parse_filter(fields)
             ids = await run_in_threadpool(console.matching_ids, f, request.state.may, action)
             target = f"filter {f.describe()}"
         result = await run_in_threadpool(console.act, action, ids, actor=request.state.user, target=target)

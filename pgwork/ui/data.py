@@ -176,14 +176,12 @@ class Console:
 
     def matching_ids(self, f: JobFilter, may: May, action: str) -> list[int]:
         """The jobs a bulk `action` on the filter would move: among the BULK_SCAN newest jobs below
-        the filter's first page, at most BULK_CAP, in a state the action moves."""
+        the filter's cursor (the page shown), at most BULK_CAP, in a state the action moves."""
         states = action_states(action, f.state)
         if not states:
             return []
         with self._conn() as conn:
-            found = self._find(
-                conn, f.without_cursor(), may, statuses=states, scan=BULK_SCAN, lim=BULK_CAP, error_chars=0
-            )
+            found = self._find(conn, f, may, statuses=states, scan=BULK_SCAN, lim=BULK_CAP, error_chars=0)
         return [j.id for j in found]
 
     def actions(self, limit: int = 50) -> list[ActionRow]:

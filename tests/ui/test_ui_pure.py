@@ -62,9 +62,10 @@ def test_a_filter_reads_back_from_its_own_query_string() -> None:
     assert parse_filter(dict(_pairs(f.query(before=None)))) == f.without_cursor()
     assert f.describe() == (
         "type=email state=dead error~'time out' created>=2026-01-31T12:00:00+00:00 "
-        "created<2026-01-31T13:00:00+00:00 payload.a.b='x&y=z'"
+        "created<2026-01-31T13:00:00+00:00 payload.a.b='x&y=z' id<99"
     )
     assert JobFilter(before=3).is_empty() and JobFilter().describe() == "every job"
+    assert JobFilter(before=3).describe() == "id<3"
 
 
 def _pairs(query: str) -> list[tuple[str, str]]:
