@@ -10,22 +10,24 @@ from contextlib import contextmanager
 
 import pytest
 
-pytest.importorskip("starlette")
-pytest.importorskip("jinja2")
-
-import uvicorn
-from starlette.testclient import TestClient
-
-from pgwork.ui.app import Settings, create_app
-from pgwork.ui.data import Console
-from pgwork.ui.security import AuthConfig
+from pgwork.ui.command import missing_extra
 from tests.core.conftest import make_role  # noqa: F401  (a fixture, shared)
 
-Client = Callable[..., TestClient]
+if missing_extra():  # the ui extra absent: the modules that need it skip themselves
+    collect_ignore = ["test_ui_http.py", "test_ui_browser.py", "test_ui_plan.py", "test_ui_pure.py"]
+else:
+    import uvicorn
+    from starlette.testclient import TestClient
+
+    from pgwork.ui.app import Settings, create_app
+    from pgwork.ui.data import Console
+    from pgwork.ui.security import AuthConfig
+
+Client = Callable[..., "TestClient"]
 
 
 @pytest.fixture
-def client(dsn: str) -> Iterator[Client]:
+def client(dsn: str) -> Iterator[Client]:  # pragma: no cover - needs the ui extra
     """`client(dsn=..., **settings)`: a TestClient of the console on that database (the test's
     own by default), closed after the test."""
     opened: list[tuple[TestClient, Console]] = []
