@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -169,10 +169,9 @@ class Console:
         return [(r, is_stuck(r, stuck_after)) for r in rows]
 
     def dead(self, limit: int = 50) -> list[DeadRow]:
-        return [
-            replace(r, last_error=r.last_error[:LIST_ERROR_CHARS] if r.last_error else r.last_error)
-            for r in self.queue.dead(limit=limit)
-        ]
+        """The newest dead jobs (pgwork.dead_letters: a walk of jobs_dead_idx, errors cut short)."""
+        with self._conn() as conn:
+            return self._many(conn, "dead_letters", {"lim": limit, "error_chars": LIST_ERROR_CHARS}, DeadRow)
 
     def matching_ids(self, f: JobFilter, may: May, action: str) -> list[int]:
         """The jobs a bulk `action` on the filter would move: among the BULK_SCAN newest jobs below

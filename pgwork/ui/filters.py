@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 STATES = ("pending", "running", "succeeded", "dead", "cancelled")
 PAGE = 50  # matches per page
 SCAN = 20_000  # jobs one page looks at, newest first from its cursor: the bound on a page's cost
-BULK_SCAN = 50_000  # jobs a bulk action looks at, newest first from the page's cursor (~100 ms)
+BULK_SCAN = 40_000  # jobs a bulk action looks at, newest first from the page's cursor (under 100 ms)
 BULK_CAP = 10_000  # jobs one bulk action changes at most
 _PATH = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+){0,7}$")
 

@@ -61,6 +61,10 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
     with Queue(dsn) as q:
         q.enqueue_many([NewJob("bulk", {"n": i, "tenant": i % 7}) for i in range(JOBS)])
         with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE pgwork.jobs SET status = 'dead', completed_at = now() - id * interval '1 second', "
+                "last_error = 'boom' WHERE id % 20 = 0"
+            )
             conn.execute("ANALYZE pgwork.jobs")
     with psycopg.connect(dsn, autocommit=True) as conn:
         plans = _plans(conn)
@@ -74,6 +78,7 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
             conn.execute(SQL.query(name), params)
         conn.execute(SQL.query("job_window"), {"before": None, "scan": SCAN})
         conn.execute(SQL.query("finished_buckets"), {"buckets": 12, "bucket_seconds": 3600.0, "cap": 1000, "now": None})
+        conn.execute(SQL.query("dead_letters"), {"lim": 50, "error_chars": 300})
     inner = [p for p in plans if "pgwork.jobs" in p and "Query Text: SELECT * FROM" not in p]
     scans = [p for p in inner if "window_" in p]
     assert len(scans) == 4, plans
@@ -84,6 +89,10 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
         assert walked and max(walked) <= SCAN, plan
     for plan in inner:
         assert "Seq Scan on jobs" not in plan, plan
+    # Dead letters: the newest 50 straight off jobs_dead_idx, no sort of every dead job.
+    (dead,) = [p for p in inner if "j.status = 'dead'" in p and "ORDER BY j.completed_at DESC" in p]
+    assert "Index Scan Backward using jobs_dead" in dead and "Sort" not in dead, dead
+    assert re.search(r"Index Scan Backward using jobs_dead\w* on jobs j .*?rows=50 loops=1", dead, re.S), dead
 
 
 def test_a_search_by_id_reads_one_row(queue: Queue) -> None:

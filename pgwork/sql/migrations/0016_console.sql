@@ -1,5 +1,5 @@
 -- pgwork schema, version 16: what the operator's console (`pgwork ui`) reads and records.
--- Replaces nothing: adds a table and six functions.
+-- Replaces nothing: adds a table, a type and eight functions.
 --
 -- find_jobs / find_jobs_contents. The console lists jobs filtered by type, state, error text, time
 -- and (for roles that may read payloads) a payload path and value. No profile reads pgwork.jobs,
@@ -134,6 +134,20 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_te
      ORDER BY b.s
 $$;
 
+-- The newest dead jobs, newest death first, each error cut to `error_chars`: a backward walk of
+-- jobs_dead_idx that stops after `lim` rows. (pgwork.dead_jobs orders by (completed_at, id), which
+-- no index holds, so it sorts every dead job first: fine for `pgwork dead`, not for a page.)
+CREATE FUNCTION pgwork.dead_letters(lim integer, error_chars integer)
+RETURNS TABLE (id bigint, job_type text, attempt_count smallint, max_attempts smallint, completed_at timestamptz,
+               last_error text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
+    SELECT j.id, j.job_type, j.attempt_count, j.max_attempts, j.completed_at, left(j.last_error, error_chars)
+      FROM pgwork.jobs AS j
+     WHERE j.status = 'dead'
+     ORDER BY j.completed_at DESC
+     LIMIT least(greatest(lim, 1), 1000)
+$$;
+
 CREATE FUNCTION pgwork.record_console_action(actor text, action text, target text, jobs integer, outcome text)
 RETURNS bigint LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
     INSERT INTO pgwork.console_actions (actor, db_role, action, target, jobs, outcome)
@@ -158,5 +172,6 @@ SELECT pgwork.add_profile_privilege('reader', 'EXECUTE ON FUNCTION pgwork.job_wi
 SELECT pgwork.add_profile_privilege('reader', 'EXECUTE ON FUNCTION pgwork.finished_buckets(integer, '
     'double precision, integer, timestamptz)');
 SELECT pgwork.add_profile_privilege('reader', 'EXECUTE ON FUNCTION pgwork.console_actions_recent(integer)');
+SELECT pgwork.add_profile_privilege('reader', 'EXECUTE ON FUNCTION pgwork.dead_letters(integer, integer)');
 SELECT pgwork.add_profile_privilege('maintainer', 'EXECUTE ON FUNCTION pgwork.record_console_action(text, '
     'text, text, integer, text)');

@@ -33,6 +33,9 @@ SELECT * FROM pgwork.find_jobs_contents(%(job_types)s::text[], %(statuses)s::tex
 -- Where a page's window of jobs ended: the cursor for "search older".
 SELECT pgwork.job_window(%(before)s::bigint, %(scan)s::integer);
 
+-- name: dead_letters :many
+SELECT * FROM pgwork.dead_letters(%(lim)s::integer, %(error_chars)s::integer);
+
 -- name: finished_buckets :many
 SELECT * FROM pgwork.finished_buckets(%(buckets)s::integer, %(bucket_seconds)s::float8, %(cap)s::integer,
                                       coalesce(%(now)s::timestamptz, now()));
