@@ -36,7 +36,7 @@ def fill(dsn: str, jobs: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for first in range(1, jobs + 1, BATCH):
             started = time.monotonic()
-            conn.execute(STATEMENTS["fill"], {"first": first, "last": min(first + BATCH - 1, jobs)})
+            conn.execute(STATEMENTS["fill"], {"first": first, "last": min(first + BATCH - 1, jobs), "total": jobs})
             print(f"  filled {min(first + BATCH - 1, jobs):>10,} jobs ({time.monotonic() - started:.1f}s)", flush=True)
         conn.execute(STATEMENTS["running"], {"count": 200})
         conn.execute("VACUUM ANALYZE pgwork.jobs")
@@ -65,16 +65,22 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--keep", action="store_true", help="keep the scratch database")
+    parser.add_argument("--reuse", metavar="DATABASE", help="time the pages again on a database kept by --keep")
     args = parser.parse_args()
-    name = f"pgwork_console_lab_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(args.dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    name = args.reuse or f"pgwork_console_lab_{uuid.uuid4().hex[:8]}"
+    if not args.reuse:
+        with psycopg.connect(args.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     dsn = with_dbname(args.dsn, name)
     try:
         migrate(dsn)
-        started = time.monotonic()
-        fill(dsn, args.jobs)
-        print(f"{args.jobs:,} jobs ready in {time.monotonic() - started:.0f}s", flush=True)
+        if not args.reuse:
+            started = time.monotonic()
+            fill(dsn, args.jobs)
+            print(f"{args.jobs:,} jobs ready in {time.monotonic() - started:.0f}s", flush=True)
+        with psycopg.connect(dsn) as conn:
+            count = conn.execute("SELECT max(id) FROM pgwork.jobs").fetchone()
+        args.jobs = int(count[0]) if count and count[0] else args.jobs
         with psycopg.connect(dsn) as conn:
             size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size('pgwork.jobs'))").fetchone()
             version = conn.execute("SHOW server_version").fetchone()
@@ -103,7 +109,7 @@ def main() -> None:
             p90 = values[int(0.9 * (len(values) - 1))]
             print(f"{label:<28}{statistics.median(values):>9.1f}{p90:>9.1f}")
     finally:
-        if not args.keep:
+        if not args.keep and not args.reuse:
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 

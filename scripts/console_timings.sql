@@ -11,10 +11,10 @@ SELECT 'type-' || (g %% 8),
        (CASE WHEN g %% 200 = 0 THEN 'dead' WHEN g %% 200 = 1 THEN 'cancelled' WHEN g %% 100 = 2 THEN 'pending'
              ELSE 'succeeded' END)::pgwork.job_status,
        100, 1, 5,
-       now() - make_interval(secs => 43200.0 * (%(last)s - g) / %(last)s) - interval '1 second',
-       now() - make_interval(secs => 43200.0 * (%(last)s - g) / %(last)s),
-       CASE WHEN g %% 100 = 2 THEN NULL ELSE now() - make_interval(secs => 43200.0 * (%(last)s - g) / %(last)s) END,
-       CASE WHEN g %% 100 = 2 THEN NULL ELSE now() - make_interval(secs => 43200.0 * (%(last)s - g) / %(last)s) END,
+       now() - make_interval(secs => 43200.0 * (%(total)s - g) / %(total)s) - interval '1 second',
+       now() - make_interval(secs => 43200.0 * (%(total)s - g) / %(total)s),
+       CASE WHEN g %% 100 = 2 THEN NULL ELSE now() - make_interval(secs => 43200.0 * (%(total)s - g) / %(total)s) END,
+       CASE WHEN g %% 100 = 2 THEN NULL ELSE now() - make_interval(secs => 43200.0 * (%(total)s - g) / %(total)s) END,
        CASE WHEN g %% 200 = 0 THEN CASE WHEN g %% 1000 = 0 THEN 'RareError: quota exceeded for ' || g
                                         ELSE 'TimeoutError: upstream did not answer within 30s' END END,
        'lab:' || g

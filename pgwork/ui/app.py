@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from pgwork.dsn import redact
 from pgwork.ui import charts
-from pgwork.ui.data import COUNT_CAP, Console, action_states
+from pgwork.ui.data import CHART_CAP, COUNT_CAP, Console, action_states
 from pgwork.ui.filters import BULK_CAP, BULK_SCAN, PAGE, SCAN, STATES, FilterError, parse_filter, parse_ids
 from pgwork.ui.listen import ChangeFeed
 from pgwork.ui.render import environment
@@ -68,7 +68,8 @@ def create_app(console: Console, settings: Settings) -> Starlette:
         return {
             "stats": console.overview(),
             "cap": COUNT_CAP,
-            "throughput": charts.throughput_svg(bars, COUNT_CAP),
+            "chart_cap": CHART_CAP,
+            "throughput": charts.throughput_svg(bars, CHART_CAP),
             "failures": charts.failure_svg(bars),
             "finished_last": bars[-1].finished if bars else 0,
         }
