@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pgwork.ui import command
-from tests.ship.support import CHART, helm_template, helm_template_error
+from tests.support.ship import CHART, helm_template, helm_template_error
 
 PROXY = CHART / "ci" / "console-proxy-values.yaml"
 

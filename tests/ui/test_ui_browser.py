@@ -14,7 +14,7 @@ import pytest
 
 from pgwork.db import Queue
 from pgwork.models import NewJob
-from tests.ui.conftest import serving
+from tests.support.ui import serving
 
 sync_api = pytest.importorskip("playwright.sync_api")
 

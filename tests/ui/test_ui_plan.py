@@ -13,29 +13,12 @@ import pytest
 from pgwork.db import Queue
 from pgwork.models import NewJob
 from pgwork.sql_files import Statements
+from tests.support.plans import auto_explain_plans
 
 pytest.importorskip("jinja2")
 
 SQL = Statements("pgwork.ui", "sql/console.sql")
 JOBS, SCAN = 12_000, 2_000
-
-
-def _plans(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
-    try:
-        conn.execute("LOAD 'auto_explain'")
-    except psycopg.Error as exc:
-        pytest.skip(f"auto_explain cannot be loaded here ({exc.diag.message_primary}); the plan test needs it")
-    for setting in (
-        "auto_explain.log_min_duration = 0",
-        "auto_explain.log_nested_statements = on",
-        "auto_explain.log_analyze = on",
-        "auto_explain.log_level = notice",
-        "client_min_messages = notice",
-    ):
-        conn.execute(f"SET {setting}")
-    plans: list[str] = []
-    conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-    return plans
 
 
 def _params(**given: object) -> dict[str, object]:
@@ -67,7 +50,7 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
             )
             conn.execute("ANALYZE pgwork.jobs")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        plans = _plans(conn)
+        plans = auto_explain_plans(conn)
         searches = [
             ("find_jobs", _params(error="no such error anywhere")),  # matches nothing: the whole window
             ("find_jobs", _params(statuses=["dead"], job_types=["bulk"])),
@@ -98,7 +81,7 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
 def test_a_search_by_id_reads_one_row(queue: Queue) -> None:
     queue.enqueue_many([NewJob("t", {"n": i}) for i in range(100)])
     with psycopg.connect(queue.dsn, autocommit=True) as conn:
-        plans = _plans(conn)
+        plans = auto_explain_plans(conn)
         conn.execute(SQL.query("find_jobs"), _params(only_id=50, error_chars=None))
     (plan,) = [p for p in plans if "window_" in p]
     assert re.search(r"jobs_pkey.*?rows=1 loops=1", plan, re.S), plan
