@@ -89,10 +89,17 @@ def create_app(console: Console, settings: Settings) -> Starlette:
         return page(request, "jobs.html", f=f, page_=result, scan=SCAN, page_size=PAGE, payload_ignored=ignored)
 
     def job(request: Request) -> Response:
-        found = console.job(int(request.path_params["job_id"]), request.state.may)
+        found = console.job(int(request.path_params["job_id"]))
         if found is None:
             return page(request, "error.html", 404, message=f"no job {request.path_params['job_id']}")
-        return page(request, "job.html", job=found)
+        return page(
+            request,
+            "job.html",
+            job=found.detail,
+            contents=found.contents,
+            error=found.error,
+            error_length=found.error_length,
+        )
 
     def running(request: Request) -> Response:
         return page(request, "running.html", rows=console.running(settings.stuck_after))

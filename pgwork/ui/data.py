@@ -1,7 +1,7 @@
 """What the console reads and does, through pgwork's functions (the I/O edge of pgwork.ui).
 
 Reads: the operator's bounded backlog (`Queue.stats(cap=)`), running and dead jobs (the
-`running_jobs`/`dead` functions), and the console's own functions of migration 16 (find_jobs,
+`running_jobs`/`dead` functions), and the console's own functions of migration 17 (find_jobs,
 job_window, finished_buckets, console_actions_recent). Actions: `Queue.retry` and
 `Queue.cancel`, the same fenced functions as `pgwork retry`/`cancel`, each recorded by
 `record_console_action` in the same transaction and logged.
@@ -21,7 +21,7 @@ from psycopg.rows import class_row, tuple_row
 from pgwork.db import Queue
 from pgwork.db.connect import AnyConnection
 from pgwork.db.pool import Pool
-from pgwork.db.rows import DeadRow, RunningRow
+from pgwork.db.rows import DeadRow, JobContents, JobDetail, RunningRow
 from pgwork.models import TypeStats
 from pgwork.sql_files import Statements
 from pgwork.ui.filters import BULK_CAP, BULK_SCAN, PAGE, SCAN, JobFilter
@@ -45,6 +45,14 @@ class Page:
     jobs: list[FoundJob]
     next_before: int | None  # the cursor for the next page (None: no older job)
     window_exhausted: bool  # fewer than a page matched among the SCAN jobs looked at
+
+
+@dataclass(frozen=True)
+class JobPage:
+    detail: JobDetail
+    contents: JobContents | None  # None: this role may not read payloads and results
+    error: str  # the newest error, cut to DETAIL_ERROR_CHARS
+    error_length: int
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,6 @@ class Console:
         may: May,
         *,
         statuses: list[str] | None,
-        only_id: int | None = None,
         scan: int = SCAN,
         lim: int = PAGE,
         error_chars: int | None = LIST_ERROR_CHARS,
@@ -140,7 +147,6 @@ class Console:
             "error": f.error,
             "created_from": f.created_from,
             "created_to": f.created_to,
-            "only_id": only_id,
             "before": f.before,
             "scan": scan,
             "lim": lim,
@@ -161,10 +167,15 @@ class Console:
                 return Page(jobs, jobs[-1].id, window_exhausted=False)
             return Page(jobs, self._scalar(conn, "job_window", {"before": f.before, "scan": SCAN}), True)
 
-    def job(self, job_id: int, may: May) -> FoundJob | None:
-        with self._conn() as conn:
-            found = self._find(conn, JobFilter(), may, statuses=None, only_id=job_id, error_chars=DETAIL_ERROR_CHARS)
-        return found[0] if found else None
+    def job(self, job_id: int) -> JobPage | None:
+        """One job whole, read as `pgwork job show` reads it (job_detail for any reader,
+        job_contents for roles that may read payloads and results)."""
+        detail = self.queue.job_detail(job_id)
+        if detail is None:
+            return None
+        contents = self.queue.job_contents(job_id) if detail.may_read_contents else None
+        error = detail.last_error or ""
+        return JobPage(detail, contents, error[:DETAIL_ERROR_CHARS], len(error))
 
     def running(self, stuck_after: float) -> list[tuple[RunningRow, bool]]:
         """Running jobs, the stalest heartbeat first, each with whether it looks stuck."""

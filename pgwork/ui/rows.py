@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,7 +17,7 @@ class May:
 
 @dataclass(frozen=True)
 class FoundJob:
-    """One job as pgwork.find_jobs returns it (payload and result only from find_jobs_contents)."""
+    """One job as pgwork.find_jobs returns it: its life, not its payload or result."""
 
     id: int
     job_type: str
@@ -43,9 +42,6 @@ class FoundJob:
     progress_at: datetime | None
     checkpoint_at: datetime | None
     trace_id: str | None
-    payload: Any
-    result: Any
-    has_result: bool
     now: datetime
 
 

@@ -184,7 +184,7 @@ def test_no_connection_string_in_pages_or_errors(dsn: str, client: Callable[...,
     with psycopg.connect(dsn, autocommit=True) as conn:  # the next read fails inside the database
         conn.execute(
             "ALTER FUNCTION pgwork.find_jobs_contents(text[], text[], text, timestamptz, timestamptz, "
-            "text[], text, bigint, bigint, integer, integer, integer, timestamptz) RENAME TO gone"
+            "text[], text, bigint, integer, integer, integer, timestamptz) RENAME TO gone"
         )
     broken = c.get("/jobs")
     assert broken.status_code == 500 and "hunter2" not in broken.text and "gone" not in broken.text

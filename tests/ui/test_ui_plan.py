@@ -28,7 +28,6 @@ def _params(**given: object) -> dict[str, object]:
         "error": None,
         "created_from": None,
         "created_to": None,
-        "only_id": None,
         "before": None,
         "scan": SCAN,
         "lim": 50,
@@ -76,12 +75,3 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
     (dead,) = [p for p in inner if "j.status = 'dead'" in p and "ORDER BY j.completed_at DESC" in p]
     assert "Index Scan Backward using jobs_dead" in dead and "Sort" not in dead, dead
     assert re.search(r"Index Scan Backward using jobs_dead\w* on jobs j .*?rows=50 loops=1", dead, re.S), dead
-
-
-def test_a_search_by_id_reads_one_row(queue: Queue) -> None:
-    queue.enqueue_many([NewJob("t", {"n": i}) for i in range(100)])
-    with psycopg.connect(queue.dsn, autocommit=True) as conn:
-        plans = auto_explain_plans(conn)
-        conn.execute(SQL.query("find_jobs"), _params(only_id=50, error_chars=None))
-    (plan,) = [p for p in plans if "window_" in p]
-    assert re.search(r"jobs_pkey.*?rows=1 loops=1", plan, re.S), plan

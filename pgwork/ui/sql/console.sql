@@ -1,13 +1,14 @@
 -- The console's statements (`pgwork ui`). Every read goes through pgwork's functions and views
--- (migration 16 and earlier), never a table: the console runs as the reader or maintainer profile,
+-- (migration 17 and earlier), never a table: the console runs as the reader or maintainer profile,
 -- which read no table, and a change of table layout changes the functions, not these.
 
 -- name: may :one
 -- What the connecting role may do: read payloads and results (the producer profile's
--- find_jobs_contents), retry and cancel (the maintainer's), as the database itself would decide.
+-- find_jobs_contents and job_contents), retry and cancel (the maintainer's), as the database
+-- itself would decide.
 SELECT has_function_privilege('pgwork.find_jobs_contents(text[], text[], text, timestamptz, timestamptz, text[], '
-                              'text, bigint, bigint, integer, integer, integer, timestamptz)', 'EXECUTE')
-           AS read_contents,
+                              'text, bigint, integer, integer, integer, timestamptz)', 'EXECUTE')
+           AND has_function_privilege('pgwork.job_contents(bigint)', 'EXECUTE') AS read_contents,
        has_function_privilege('pgwork.retry(bigint[], smallint, timestamptz)', 'EXECUTE')
            AND has_function_privilege('pgwork.cancel(bigint[], timestamptz)', 'EXECUTE')
            AND has_function_privilege('pgwork.record_console_action(text, text, text, integer, text)', 'EXECUTE')
@@ -15,17 +16,17 @@ SELECT has_function_privilege('pgwork.find_jobs_contents(text[], text[], text, t
        current_user AS role;
 
 -- name: find_jobs :many
--- A page of the jobs list, for any reader: no payload, no result, no payload filter.
+-- A page of the jobs list, for any reader: no payload filter.
 SELECT * FROM pgwork.find_jobs(%(job_types)s::text[], %(statuses)s::text[], %(error)s::text,
-                               %(created_from)s::timestamptz, %(created_to)s::timestamptz, %(only_id)s::bigint,
-                               %(before)s::bigint, %(scan)s::integer, %(lim)s::integer, %(error_chars)s::integer,
+                               %(created_from)s::timestamptz, %(created_to)s::timestamptz, %(before)s::bigint,
+                               %(scan)s::integer, %(lim)s::integer, %(error_chars)s::integer,
                                coalesce(%(now)s::timestamptz, now()));
 
 -- name: find_jobs_contents :many
--- The same with payloads and results, and the payload filter: producers and workers.
+-- The same with the payload filter: producers and workers.
 SELECT * FROM pgwork.find_jobs_contents(%(job_types)s::text[], %(statuses)s::text[], %(error)s::text,
                                         %(created_from)s::timestamptz, %(created_to)s::timestamptz,
-                                        %(path)s::text[], %(value)s::text, %(only_id)s::bigint, %(before)s::bigint,
+                                        %(path)s::text[], %(value)s::text, %(before)s::bigint,
                                         %(scan)s::integer, %(lim)s::integer, %(error_chars)s::integer,
                                         coalesce(%(now)s::timestamptz, now()));
 

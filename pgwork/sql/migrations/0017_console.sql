@@ -1,11 +1,13 @@
--- pgwork schema, version 16: what the operator's console (`pgwork ui`) reads and records.
+-- pgwork schema, version 17: what the operator's console (`pgwork ui`) reads and records.
+-- A job's own page reads version 16's job_detail and job_contents, as `pgwork job show` does.
 -- Replaces nothing: adds a table, a type and eight functions.
 --
 -- find_jobs / find_jobs_contents. The console lists jobs filtered by type, state, error text, time
 -- and (for roles that may read payloads) a payload path and value. No profile reads pgwork.jobs,
--- so the search is a SECURITY DEFINER function; the reader's version returns no payload or result
--- and takes no payload filter (a filter would let a reader probe payloads one guess at a time),
--- the producer's (and so the worker's) returns both. Both call one internal function no profile
+-- so the search is a SECURITY DEFINER function; neither version returns payloads or results (a
+-- job's page reads them through version 16's job_contents); the reader's takes no payload filter
+-- (a filter would let a reader probe payloads one guess at a time), the producer's (and so the
+-- worker's) does. Both call one internal function no profile
 -- may call. Its cost is bounded whatever the filter: it looks at most `scan` jobs, newest first
 -- from the cursor `before_id` (jobs_pkey read backwards), and returns the matches among them
 -- (at most `lim`); job_window says where that window ended, so the console can offer "search
@@ -33,30 +35,29 @@ CREATE TABLE pgwork.console_actions (
 );
 REVOKE ALL ON pgwork.console_actions FROM PUBLIC;
 
--- One job as the console shows it: every column of its life; payload and result only from
--- find_jobs_contents.
+-- One job as the console's list shows it: its life, never its payload or result (a job's page
+-- reads those through job_contents, version 16).
 CREATE TYPE pgwork.found_job AS (
     id bigint, job_type text, status text, priority smallint, attempt_count smallint, max_attempts smallint,
     created_at timestamptz, available_at timestamptz, started_at timestamptz, completed_at timestamptz,
     lease_owner text, lease_expires_at timestamptz, heartbeat_at timestamptz, cancel_requested_at timestamptz,
     last_error text, error_length integer, idempotency_key text, timeout_seconds double precision,
     progress double precision, progress_note text, progress_at timestamptz, checkpoint_at timestamptz,
-    trace_id text, payload jsonb, result jsonb, has_result boolean, now timestamptz
+    trace_id text, now timestamptz
 );
 
 CREATE FUNCTION pgwork.find_jobs_scan(
     job_types text[], statuses text[], error_text text, created_from timestamptz, created_to timestamptz,
-    payload_path text[], payload_value text, only_id bigint, before_id bigint, scan integer, lim integer,
+    payload_path text[], payload_value text, before_id bigint, scan integer, lim integer,
     error_chars integer, contents boolean, at timestamptz
 ) RETURNS SETOF pgwork.found_job LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
     WITH window_ AS (
         -- The newest `scan` jobs below the cursor: the bound on what one page costs.
-        -- One range condition whatever is asked (a job by id is the window of one below id + 1),
-        -- so jobs_pkey always answers it; an OR of the two cases would not use the index.
+        -- One range condition, so jobs_pkey always answers it (an OR of "no cursor" would not).
         SELECT j.* FROM pgwork.jobs AS j
-         WHERE j.id < coalesce(only_id + 1, before_id, 9223372036854775807)
+         WHERE j.id < coalesce(before_id, 9223372036854775807)
          ORDER BY j.id DESC
-         LIMIT CASE WHEN only_id IS NULL THEN least(greatest(scan, 1), 1000000) ELSE 1 END
+         LIMIT least(greatest(scan, 1), 1000000)
     )
     SELECT j.id, j.job_type, j.status::text, j.priority, j.attempt_count, j.max_attempts,
            j.created_at, j.available_at, j.started_at, j.completed_at, j.lease_owner,
@@ -69,15 +70,10 @@ CREATE FUNCTION pgwork.find_jobs_scan(
            j.progress, j.progress_note, j.progress_at, j.checkpoint_at,
            -- Only the trace id: a tracestate may carry vendor data.
            nullif(split_part(j.trace_context ->> 'traceparent', '-', 2), ''),
-           CASE WHEN contents THEN j.payload END,
-           CASE WHEN contents THEN r.result END,
-           r.idempotency_key IS NOT NULL,
            at
       FROM window_ AS j
       LEFT JOIN pgwork.worker_leases AS w ON w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
-      LEFT JOIN pgwork.job_results AS r ON r.idempotency_key = j.idempotency_key AND only_id IS NOT NULL
-     WHERE (only_id IS NULL OR j.id = only_id)
-       AND (job_types IS NULL OR j.job_type = ANY (job_types))
+     WHERE (job_types IS NULL OR j.job_type = ANY (job_types))
        AND (statuses IS NULL OR j.status::text = ANY (statuses))
        AND (error_text IS NULL OR strpos(lower(j.last_error), lower(error_text)) > 0)
        AND (created_from IS NULL OR j.created_at >= created_from)
@@ -87,23 +83,23 @@ CREATE FUNCTION pgwork.find_jobs_scan(
      LIMIT least(greatest(lim, 1), 10000)
 $$;
 REVOKE EXECUTE ON FUNCTION pgwork.find_jobs_scan(text[], text[], text, timestamptz, timestamptz, text[], text,
-    bigint, bigint, integer, integer, integer, boolean, timestamptz) FROM PUBLIC;
+    bigint, integer, integer, integer, boolean, timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION pgwork.find_jobs(
     job_types text[], statuses text[], error_text text, created_from timestamptz, created_to timestamptz,
-    only_id bigint, before_id bigint, scan integer, lim integer, error_chars integer, at timestamptz DEFAULT now()
+    before_id bigint, scan integer, lim integer, error_chars integer, at timestamptz DEFAULT now()
 ) RETURNS SETOF pgwork.found_job LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
     SELECT * FROM pgwork.find_jobs_scan(job_types, statuses, error_text, created_from, created_to, NULL, NULL,
-                                        only_id, before_id, scan, lim, error_chars, false, at)
+                                        before_id, scan, lim, error_chars, false, at)
 $$;
 
 CREATE FUNCTION pgwork.find_jobs_contents(
     job_types text[], statuses text[], error_text text, created_from timestamptz, created_to timestamptz,
-    payload_path text[], payload_value text, only_id bigint, before_id bigint, scan integer, lim integer,
+    payload_path text[], payload_value text, before_id bigint, scan integer, lim integer,
     error_chars integer, at timestamptz DEFAULT now()
 ) RETURNS SETOF pgwork.found_job LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
     SELECT * FROM pgwork.find_jobs_scan(job_types, statuses, error_text, created_from, created_to, payload_path,
-                                        payload_value, only_id, before_id, scan, lim, error_chars, true, at)
+                                        payload_value, before_id, scan, lim, error_chars, true, at)
 $$;
 
 -- Where a window of `scan` jobs below `before_id` ends: the cursor for "search older"; NULL when
@@ -165,9 +161,9 @@ $$;
 
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA pgwork FROM PUBLIC;
 SELECT pgwork.add_profile_privilege('reader', 'EXECUTE ON FUNCTION pgwork.find_jobs(text[], text[], text, '
-    'timestamptz, timestamptz, bigint, bigint, integer, integer, integer, timestamptz)');
+    'timestamptz, timestamptz, bigint, integer, integer, integer, timestamptz)');
 SELECT pgwork.add_profile_privilege('producer', 'EXECUTE ON FUNCTION pgwork.find_jobs_contents(text[], text[], '
-    'text, timestamptz, timestamptz, text[], text, bigint, bigint, integer, integer, integer, timestamptz)');
+    'text, timestamptz, timestamptz, text[], text, bigint, integer, integer, integer, timestamptz)');
 SELECT pgwork.add_profile_privilege('reader', 'EXECUTE ON FUNCTION pgwork.job_window(bigint, integer)');
 SELECT pgwork.add_profile_privilege('reader', 'EXECUTE ON FUNCTION pgwork.finished_buckets(integer, '
     'double precision, integer, timestamptz)');
