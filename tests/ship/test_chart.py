@@ -308,9 +308,12 @@ def test_dashboard_configmap_carries_the_dashboard_for_the_grafana_sidecar() -> 
 def test_servicemonitor_scrapes_the_operator_service() -> None:
     objects = rendered(CHART / "ci" / "monitoring-values.yaml")
     sm = by_kind(objects, "ServiceMonitor")[0]
-    service = by_kind(objects, "Service")[0]
+    (service,) = [s for s in by_kind(objects, "Service") if s["metadata"]["name"].endswith("-metrics")]
     selector = sm["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
+    # The console's Service (on in these values) is not scraped: its labels name another component.
+    others = [s for s in by_kind(objects, "Service") if s is not service]
+    assert others and all(not selector.items() <= s["metadata"]["labels"].items() for s in others)
     port_names = {p["name"] for p in service["spec"]["ports"]}
     assert {e["port"] for e in sm["spec"]["endpoints"]} <= port_names
     assert sm["spec"]["namespaceSelector"]["matchNames"] == ["pgwork"]

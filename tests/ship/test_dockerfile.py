@@ -102,9 +102,10 @@ def test_entrypoint_is_the_pgwork_console_script() -> None:
     assert 'pgwork = "pgwork.cli:main"' in (ROOT / "pyproject.toml").read_text()
 
 
-def test_one_image_serves_operator_worker_and_reaper() -> None:
+def test_one_image_serves_operator_worker_reaper_and_console() -> None:
     install = next(rest for kw, rest in stages()[0].instructions if kw == "RUN" and "pip install" in rest)
-    assert ".[operator]" in install, "the operator extra (kopf, kubernetes) must be in the one image"
+    # The operator extra (kopf, kubernetes) and the ui extra (the chart's optional console).
+    assert ".[operator,ui]" in install, "the operator and ui extras must be in the one image"
 
 
 def dockerignore_patterns() -> list[str]:

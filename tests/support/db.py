@@ -4,17 +4,40 @@ roles, and databases holding what version 1 of the schema left behind (for migra
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from pgwork.db import grant
 from pgwork.dsn import with_dbname
 from tests.support.versions import at_version
 
-# The `make_role` fixture (tests/core/conftest.py): make_role(profile=None, *, name=None) -> DSN as that role.
+# The `make_role` fixture (tests/core/conftest.py, tests/ui/conftest.py): make_role(profile=None, *, name=None)
+# -> DSN as that role.
 MakeRole = Callable[..., str]
+
+
+def role_maker(dsn: str) -> Iterator[MakeRole]:
+    """The body of the `make_role` fixtures: create a LOGIN role with a unique name (optionally
+    granted a profile) and return its DSN; every role made is dropped afterwards."""
+    made: list[str] = []
+
+    def make(profile: str | None = None, *, name: str | None = None) -> str:
+        role = name or f"pgwork_t_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        made.append(role)
+        if profile is not None:
+            grant(dsn, role, profile)
+        return psycopg.conninfo.make_conninfo(dsn, user=role)
+
+    yield make
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for role in made:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 class Databases:
