@@ -166,17 +166,16 @@ def _one_model(
             ("one job per call", "process, concurrency 1", "lab-infer", p.jobs_one, ["--isolation", "process"], 1)
         )
         if batch_handlers():
-            runs.append(("batch handler", f"batch {BATCH}", "lab-infer-batch", p.jobs_batch, [], BATCH))
+            # Several slots let the database work of one batch overlap the model's work on another.
+            for c in p.concurrency:
+                runs.append(
+                    ("batch handler", f"batch {BATCH}, concurrency {c}", "lab-infer-batch", p.jobs_batch,
+                     ["--concurrency", str(c)], BATCH)
+                )  # fmt: skip
             runs.append(
-                (
-                    "batch handler",
-                    f"process, batch {BATCH}",
-                    "lab-infer-batch",
-                    p.jobs_batch,
-                    ["--isolation", "process"],
-                    BATCH,
-                )
-            )
+                ("batch handler", f"process, batch {BATCH}", "lab-infer-batch", p.jobs_batch,
+                 ["--isolation", "process"], BATCH)
+            )  # fmt: skip
         for how, x, job_type, jobs, options, against in runs:
             # A process-isolated worker's own process loads no model (only its children do).
             fleet.env["PGWORK_LAB_PROCESS"] = "1" if "process" in options else ""
