@@ -32,7 +32,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
 from pgwork.validation import check_timeout
 from pgwork.worker.options import DEFAULT_MAX_ABANDONED, is_app_name
-from pgwork.worker.registry import F, Registry, check_batch
+from pgwork.worker.registry import F, Registry, check_batch, check_isolation
 
 if TYPE_CHECKING:
     from pgwork.worker.serving import Stopper
@@ -87,14 +87,18 @@ class App:
         timeout: float | str | timedelta | None = None,
         batch: int | None = None,
         batch_wait: float | str | timedelta | None = None,
+        isolation: str | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function (plain or `async def`) for `job_type` on this App
         only. `max_attempts` is the default `enqueue` gives its jobs; `backoff` spaces the
         retries of its failures; `timeout` ("10m", seconds, or a timedelta) bounds each attempt
         (a job's own overrides it). `batch=N`: a batch handler, called with a list of up to N
-        jobs, waiting at most `batch_wait` for the batch to fill (see pgwork.handler)."""
+        jobs, waiting at most `batch_wait` for the batch to fill (see pgwork.handler).
+        `isolation="process"` runs it in child processes (the App must then be importable as
+        `name`, "MODULE:APP", for the children to load it)."""
         seconds = check_timeout(timeout)  # at the decorator line, before any function is given
         size, wait = check_batch(batch, batch_wait)
+        check_isolation(isolation)
 
         def decorate(func: F) -> F:
             self.registry.register(
@@ -105,6 +109,7 @@ class App:
                 timeout=seconds,
                 batch=size,
                 batch_wait=wait,
+                isolation=isolation,
             )
             return func
 
@@ -198,6 +203,9 @@ class App:
         connect_patience: float | str = "60s",
         max_abandoned: int = DEFAULT_MAX_ABANDONED,
         handle_signals: bool = True,
+        isolation: str = "thread",
+        max_jobs_per_child: int = 0,
+        max_memory_per_child: int | str = 0,
     ) -> int:
         """Run this App's handlers in this process, as `pgwork worker --app MODULE:APP` would,
         until `stop_worker()`, SIGTERM/SIGINT (when called from the main thread and
@@ -223,6 +231,9 @@ class App:
             poll=str(poll),
             connect_patience=str(connect_patience),
             max_abandoned=str(max_abandoned),
+            isolation=isolation,
+            max_jobs_per_child=str(max_jobs_per_child),
+            max_memory_per_child=str(max_memory_per_child),
         )
         stopper = Stopper()
         self._stopper = stopper

@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -60,6 +61,10 @@ class Attempt:
     # The watchdog told the handler to stop; then gave up on its thread and decided without it.
     told: bool = False
     abandoned: bool = False
+    # Process isolation (pgwork.worker.children): its handler runs in a child process, and while
+    # it does, `kill` kills that child (the watchdog's answer to a handler past its grace).
+    in_process: bool = False
+    kill: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.lease_deadline:

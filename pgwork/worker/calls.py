@@ -31,6 +31,7 @@ from opentelemetry import trace
 
 from pgwork import tracing
 from pgwork.worker.attempt import Attempt, AttemptState
+from pgwork.worker.children import ChildPool, job_fields
 from pgwork.worker.describe import describe_error, payload_problem
 from pgwork.worker.finishes import Finisher
 from pgwork.worker.metrics import WorkerMetrics
@@ -51,6 +52,7 @@ class Calls:
         stopping: threading.Event,
         cancel: Callable[[Attempt], None],
         metrics: WorkerMetrics | None = None,
+        children: ChildPool | None = None,
     ) -> None:
         """`stopping`: set once the worker drains (jobs not yet started are not begun);
         `cancel`: cancels a running async job's task, or a batch's by its first job
@@ -61,6 +63,7 @@ class Calls:
         self._worker_id = worker_id
         self._stopping = stopping
         self._cancel = cancel
+        self._children = children  # runs the attempts whose handler is process-isolated
 
     # -- the two kinds --------------------------------------------------------------------
 
@@ -106,10 +109,13 @@ class Calls:
             todo = self._todo(begun)
             if todo:
                 jobs = [a.job for a in todo]
-                try:
-                    self._ended(todo, _batch_returned(_func(todo)(jobs), len(jobs)))
-                except BaseException as exc:  # nothing a handler does may crash the worker
-                    self._ended(todo, exc)
+                if todo[0].in_process and self._children is not None:
+                    self._ended(todo, self._children.run_batch(todo, [job_fields(j) for j in jobs]))
+                else:
+                    try:
+                        self._ended(todo, _batch_returned(_func(todo)(jobs), len(jobs)))
+                    except BaseException as exc:  # nothing a handler does may crash the worker
+                        self._ended(todo, exc)
             return self._finisher.submit_many([a for a in begun if self._settled(a)])
         except BaseException as exc:
             for a in begun:
@@ -194,6 +200,8 @@ class Calls:
 
     def _call(self, attempt: Attempt) -> Ended:
         assert attempt.spec is not None  # only registered types are claimed
+        if attempt.in_process and self._children is not None:
+            return self._children.run(attempt, job_fields(attempt.job))
         handler, span = attempt.spec.func, attempt.span
         try:
             if span is None:  # no tracer: no span to enter, once per job

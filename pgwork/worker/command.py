@@ -65,6 +65,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="handler threads stuck past their timeout to tolerate; one more and the worker drains and exits "
         f"{EXIT_ABANDONED} (default {DEFAULT_MAX_ABANDONED})",
     )
+    p.add_argument(
+        "--isolation",
+        default="thread",
+        choices=("thread", "process"),
+        help="where handlers run: the worker's threads (default), or spawned child processes that keep "
+        "the app loaded and are killed at a timeout (a handler's own isolation= wins)",
+    )
+    p.add_argument(
+        "--max-jobs-per-child",
+        default="0",
+        metavar="N",
+        help="with process isolation, replace a child after N jobs (default 0: never)",
+    )
+    p.add_argument(
+        "--max-memory-per-child",
+        default="0",
+        metavar="SIZE",
+        help="with process isolation, replace a child using more than SIZE after a job, e.g. 4Gi (default 0: never)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> WorkerOptions:
@@ -84,6 +103,9 @@ def options_from_args(args: argparse.Namespace) -> WorkerOptions:
         connect_patience=args.connect_patience,
         max_abandoned=args.max_abandoned,
         batch_wait=args.batch_wait,
+        isolation=args.isolation,
+        max_jobs_per_child=args.max_jobs_per_child,
+        max_memory_per_child=args.max_memory_per_child,
     )
 
 

@@ -15,7 +15,12 @@ log = logging.getLogger("pgwork.worker")
 
 def describe_error(exc: BaseException, limit: int = 4000) -> str:
     """What goes into last_error: the exception line first, then the end of the traceback, with
-    any connection-string password redacted (a handler's exception may quote its own DSN)."""
+    any connection-string password redacted (a handler's exception may quote its own DSN). An
+    exception standing for one raised in a handler process carries that text already."""
+    described = getattr(exc, "pgwork_described", None)
+    if isinstance(described, str) and described:
+        text = redact(described)
+        return text if len(text) <= limit else text[: limit - 15] + " …[truncated]"
     head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-6)).strip()
     text = redact(f"{head}\n{tail}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pgwork.durations import parse_duration
 from pgwork.validation import text_problem
+from pgwork.worker.childpolicy import ISOLATIONS, parse_size
 
 # MODULE, or MODULE:NAME for a pgwork.App object in it.
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$")
@@ -52,6 +53,12 @@ class WorkerOptions:
     max_abandoned: int = DEFAULT_MAX_ABANDONED
     # Overrides every batch handler's own batch_wait (seconds); None: each handler's own.
     batch_wait: float | None = None
+    # Where handlers run unless their own registration says (pgwork.worker.children): "thread"
+    # (the worker's runner threads, or its event loop) or "process" (spawned children), and
+    # when a child is replaced between jobs (0: never).
+    isolation: str = "thread"
+    max_jobs_per_child: int = 0
+    max_memory_per_child: int = 0
 
     @property
     def capacity(self) -> int:
@@ -103,6 +110,9 @@ def parse_options(
     connect_patience: str = "60s",
     max_abandoned: str = str(DEFAULT_MAX_ABANDONED),
     batch_wait: str | None = None,
+    isolation: str = "thread",
+    max_jobs_per_child: str = "0",
+    max_memory_per_child: str = "0",
 ) -> WorkerOptions:
     """Check every option; the first bad one raises OptionError naming it and the fix."""
     if not is_app_name(app):
@@ -155,6 +165,13 @@ def parse_options(
     wait_s = None if batch_wait is None else _duration(batch_wait, "--batch-wait")
     if wait_s is not None and wait_s > 300:
         raise OptionError("--batch-wait", f"{batch_wait!r} is over 5 minutes", "use 0..5m, e.g. 20ms")
+    if isolation not in ISOLATIONS:
+        raise OptionError("--isolation", f"{isolation!r} is not a choice", f"use one of {', '.join(ISOLATIONS)}")
+    n_child_jobs = _int(max_jobs_per_child, "--max-jobs-per-child", 0, 1_000_000_000)
+    try:
+        child_memory = parse_size(max_memory_per_child)
+    except ValueError as exc:
+        raise OptionError("--max-memory-per-child", str(exc).split(" (")[0], "write 2Gi, 512Mi, or bytes") from None
     return WorkerOptions(
         app=app,
         worker_id=owner,
@@ -171,4 +188,7 @@ def parse_options(
         connect_patience=patience_s,
         max_abandoned=n_abandoned,
         batch_wait=wait_s,
+        isolation=isolation,
+        max_jobs_per_child=n_child_jobs,
+        max_memory_per_child=child_memory,
     )

@@ -44,6 +44,7 @@ class Ended:
     value: Any = None
     error: BaseException | None = None
     unreadable: str | None = None
+    killed: bool = False  # the worker killed the handler's process (it did not stop when told)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,13 @@ def decide(
         return lost()
     if stop is StopReason.TIMED_OUT:
         return timed_out(
-            timeout or 0.0, returned=True, attempt=attempt, max_attempts=max_attempts, backoff=backoff, now=now
+            timeout or 0.0,
+            returned=not ended.killed,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            now=now,
+            killed=ended.killed,
         )
     if ended.error is not None:
         exc = ended.error
@@ -101,20 +108,29 @@ def decide(
 
 
 def timed_out(
-    timeout: float, *, returned: bool, attempt: int, max_attempts: int, backoff: float, now: datetime
+    timeout: float,
+    *,
+    returned: bool,
+    attempt: int,
+    max_attempts: int,
+    backoff: float,
+    now: datetime,
+    killed: bool = False,
 ) -> Decision:
     """An attempt past its hard timeout: a retryable failure (retried by its backoff, dead once
     its attempts are used up) whose error says so, whether the handler returned when told
     (`returned`) or was abandoned."""
     failure = decide_failure(attempt, max_attempts, True, backoff, now)
     outcome = Outcome.RETRY if failure.state == "pending" else Outcome.DEAD
-    text = timeout_message(timeout, returned=returned)
+    text = timeout_message(timeout, returned=returned, killed=killed)
     return Decision(outcome, None, failure, text, "timed_out", text)
 
 
-def timeout_message(timeout: float, *, returned: bool) -> str:
+def timeout_message(timeout: float, *, returned: bool, killed: bool = False) -> str:
     """A timed-out attempt's last_error."""
     how = "the handler stopped when told; its result was discarded" if returned else "handler did not return"
+    if killed:
+        how = "handler did not return; its process was killed and replaced"
     return f"timed out after {format_duration(timeout)} ({how})"
 
 

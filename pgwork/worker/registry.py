@@ -229,6 +229,7 @@ class HandlerSpec:
     # waiting at most `batch_wait` seconds from the first job's claim for the batch to fill.
     batch: int | None = None
     batch_wait: float = 0.0
+    isolation: str | None = None  # "thread" or "process"; None: the worker's --isolation
 
     @property
     def is_async(self) -> bool:
@@ -253,8 +254,10 @@ class Registry:
         timeout: float | str | timedelta | None = None,
         batch: int | None = None,
         batch_wait: float | str | timedelta | None = None,
+        isolation: str | None = None,
     ) -> HandlerFunc:
         check_job_type(job_type)
+        check_isolation(isolation)
         seconds = check_timeout(timeout)
         size, wait = check_batch(batch, batch_wait)
         check_handler(func)
@@ -269,7 +272,9 @@ class Registry:
             raise ValueError(
                 f"job type {job_type!r} already has a handler ({_name(existing.func)}); register one handler per type"
             )
-        self._specs[job_type] = HandlerSpec(job_type, func, max_attempts, backoff, seconds, size, wait or 0.0)
+        self._specs[job_type] = HandlerSpec(
+            job_type, func, max_attempts, backoff, seconds, size, wait or 0.0, isolation
+        )
         return func
 
     def get(self, job_type: str) -> HandlerFunc | None:
@@ -283,10 +288,17 @@ class Registry:
         spec = self._specs.get(job_type)
         return spec is not None and spec.is_async
 
-    def kinds(self, job_types: list[str]) -> tuple[bool, bool]:
-        """(any plain handler, any async handler) among `job_types`: which runners a worker needs."""
-        flags = [self.is_async(t) for t in job_types]
-        return (not all(flags), any(flags))
+    def kinds(self, job_types: list[str], default_isolation: str = "thread") -> tuple[bool, bool]:
+        """(any job on a runner thread, any on the event loop) among `job_types`: which runners a
+        worker needs. A job in a child process (async or not) waits for it on a runner thread."""
+        loop = [self.is_async(t) and not self.in_process(t, default_isolation) for t in job_types]
+        return (not all(loop), any(loop))
+
+    def in_process(self, job_type: str, default_isolation: str) -> bool:
+        """Does `job_type`'s handler run in a child process (its own isolation=, else the worker's)?"""
+        spec = self._specs.get(job_type)
+        chosen = spec.isolation if spec is not None and spec.isolation is not None else default_isolation
+        return chosen == "process"
 
     def backoffs(self) -> dict[str, Backoff]:
         """The job types registered with a backoff of their own, for the worker's Queue."""
@@ -330,18 +342,21 @@ def handler(
     timeout: float | str | timedelta | None = None,
     batch: int | None = None,
     batch_wait: float | str | timedelta | None = None,
+    isolation: str | None = None,
 ) -> Callable[[F], F]:
     """Register the decorated function (plain or `async def`) as the handler for `job_type`.
     `timeout` ("10m", seconds, or a timedelta) bounds each attempt: past it the attempt fails and
     retries by its backoff. `batch=N` makes it a batch handler, called with a list of up to N jobs
     and returning one result (or exception) per job, in order; `batch_wait` ("20ms", seconds) is
     the longest a claimed job waits for more jobs to fill its batch (default 0: call with what is
-    there)."""
+    there). `isolation="process"` runs it in the worker's child processes whatever `--isolation`
+    says ("thread": on the worker's threads)."""
     seconds = check_timeout(timeout)  # at the decorator line, before any function is given
     size, wait = check_batch(batch, batch_wait)
+    check_isolation(isolation)
 
     def decorate(func: F) -> F:
-        REGISTRY.register(job_type, func, timeout=seconds, batch=size, batch_wait=wait)
+        REGISTRY.register(job_type, func, timeout=seconds, batch=size, batch_wait=wait, isolation=isolation)
         return func
 
     return decorate
@@ -381,6 +396,13 @@ def check_handler(func: object) -> None:
             "handler",
             f"{_name(func)} is a generator function (it yields), so its result would never be stored",
             "return the result instead of yielding it",
+        )
+
+
+def check_isolation(isolation: object) -> None:
+    if isolation is not None and isolation not in ("thread", "process"):
+        raise InvalidArgument(
+            "isolation", f"{isolation!r} is not a choice", 'use "thread" or "process" (or leave it out)'
         )
 
 

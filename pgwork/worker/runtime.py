@@ -39,6 +39,7 @@ from pgwork.validation import result_problem
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.calls import Calls
+from pgwork.worker.children import ChildPool
 from pgwork.worker.claims import ClaimGate, ClaimRoom, claim_size, held_back
 from pgwork.worker.describe import first_line, usable_trace_context
 from pgwork.worker.finishes import Finisher
@@ -133,19 +134,32 @@ class Worker:
         # Per job type, once: the handler's registration as this worker runs it (--batch-wait
         # over a batch handler's own), and whether it runs on the event loop.
         self._handlers: dict[str, tuple[HandlerSpec, bool]] = {}
+        self._in_process = frozenset(t for t in types if registry.in_process(t, options.isolation))
+        # Process isolation: a pool of spawned children, one per runner, for the types that use it.
+        self._children = (
+            ChildPool(
+                options.app,
+                options.concurrency,
+                max_jobs=options.max_jobs_per_child,
+                max_memory=options.max_memory_per_child,
+            )
+            if self._in_process
+            else None
+        )
         for t in types:
             spec = registry.spec(t)
             assert spec is not None  # checked above
             if spec.batch is not None and options.batch_wait is not None:
                 spec = dataclasses.replace(spec, batch_wait=options.batch_wait)
-            self._handlers[t] = (spec, spec.is_async)
+            # A job in a child process waits on a runner thread, whatever its handler's kind.
+            self._handlers[t] = (spec, spec.is_async and t not in self._in_process)
             if spec.batch is not None:  # its batch series exist from the first scrape, at zero
                 self.metrics.batch_size.labels(t)
                 self.metrics.batch_wait.labels(t)
         # A slot runs one job, or one batch handler's call of up to its batch: the worker holds
         # up to --concurrency of the largest, and claims at least one such batch at a time.
         self._per_slot = max(spec.batch or 1 for spec, _ in self._handlers.values())
-        plain, asynchronous = registry.kinds(types)
+        plain, asynchronous = registry.kinds(types, options.isolation)
         self.runners = Runners(
             options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, per_slot=self._per_slot
         )
@@ -167,6 +181,7 @@ class Worker:
             stopping=self._stop,
             cancel=self.runners.cancel,
             metrics=self.metrics,
+            children=self._children,
         )
         enforcer = Enforcer(
             self.holdings,
@@ -264,18 +279,23 @@ class Worker:
         self._watchdog.start()
         if self._listener is not None:
             self._listener.start()
+        if self._children is not None:
+            self._children.start()
         log.info(
-            "worker %s taking %s (concurrency %d%s, batch %d, lease %gs, heartbeat %gs, %s)",
+            "worker %s taking %s (concurrency %d%s%s, batch %d, lease %gs, heartbeat %gs, %s)",
             self.options.worker_id,
             ",".join(self.job_types),
             self.options.concurrency,
             self.runners.kinds(),
+            "" if self._children is None else ", handlers in child processes",
             self.options.batch,
             self.options.lease,
             self.options.heartbeat,
             "LISTEN + polling" if self._listener else "polling only",
         )
         try:
+            if self._children is not None:
+                self._children.wait_ready(self._stop)
             self._loop()
             self._drain()
         finally:
@@ -284,6 +304,8 @@ class Worker:
             self.finisher.join(self.remaining() if self._shutdown_deadline is not None else None)
             self.runners.join(time.monotonic() + min(self.remaining(), JOIN_SECONDS), time.monotonic)
             self._watchdog.stop()
+            if self._children is not None:
+                self._children.close(min(self.remaining(), JOIN_SECONDS))
             self._heartbeat.stop()
             if self._listener is not None:
                 self._listener.stop()
@@ -388,6 +410,7 @@ class Worker:
         )
         spec, on_loop = self._handlers[claimed.job_type]
         attempt = Attempt(claimed, job, self.options.lease, spec, spec.backoff or self.queue.backoff, on_loop=on_loop)
+        attempt.in_process = claimed.job_type in self._in_process
         job.saver = lambda state: self.queue.checkpoint(attempt.lease, state)
         self.holdings.add(attempt)
         return attempt

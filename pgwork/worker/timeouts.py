@@ -175,7 +175,13 @@ class Enforcer:
         """The handler did not return: decide the attempt's outcome without it and write it
         (fenced, as any failure), free its slot, and never renew its lease again (once written
         it is not held). Its span ends with that write, the timeout recorded as its error. A
-        batch handler's other jobs on that thread are abandoned with it: they are in the same call."""
+        batch handler's other jobs on that thread are abandoned with it: they are in the same call.
+        A handler in a child process is not abandoned: its child is killed, and the runner waiting
+        on it decides the call's outcomes (pgwork.worker.children)."""
+        kill = attempt.kill
+        if kill is not None:
+            kill(f"its timeout's grace passed ({abandon_grace(attempt.timeout or 0.0):g}s after the timeout)")
+            return
         if not self._decide_abandoned(attempt, attempt.timeout):
             return  # it returned (or was released) meanwhile: the runner decides
         thread = attempt.runner

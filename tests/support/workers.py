@@ -132,3 +132,18 @@ class InProcess:
         self.thread.join(timeout)
         self.worker.queue.close()
         assert not self.thread.is_alive(), "the in-process worker did not end"
+
+
+def run_in_thread(worker: Any) -> threading.Thread:
+    """An in-process pgwork.worker.runtime.Worker running on a daemon thread."""
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_in_thread(worker: Any, thread: threading.Thread, timeout: float = 20) -> None:
+    """Drain it, wait for its thread, close its Queue."""
+    worker.request_stop()
+    thread.join(timeout)
+    worker.queue.close()
+    assert not thread.is_alive()

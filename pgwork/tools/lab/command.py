@@ -20,8 +20,10 @@ from pgwork.tools.lab import (
     bulk,
     claimers,
     claims,
+    cpubound,
     crash,
     drain,
+    gpu,
     heartbeat,
     held,
     history,
@@ -53,7 +55,11 @@ EXPERIMENTS: dict[str, Any] = {
     "backlog": backlog,
     "workers": workers,
     "linear": linear,
+    "gpu": gpu,
+    "cpu-bound": cpubound,
 }
+# Run only when named with --only: they measure models and CPU-bound jobs for minutes, not the queue.
+ON_REQUEST = frozenset({"gpu", "cpu-bound"})
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")
 IMG_DIR = Path("docs/img")
@@ -69,7 +75,8 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="append",
         choices=sorted(EXPERIMENTS),
         metavar="NAME",
-        help=f"run only this experiment (repeatable): {', '.join(EXPERIMENTS)}",
+        help=f"run only this experiment (repeatable): {', '.join(EXPERIMENTS)} "
+        f"({', '.join(sorted(ON_REQUEST))} only when named)",
     )
     p.add_argument(
         "--dsn",
@@ -136,7 +143,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _say(f"writing results under {out}")
     server = args.bench_dsn or getattr(args, "dsn", None)
     mode = "quick" if args.quick else "full"
-    chosen = args.only or list(EXPERIMENTS)
+    chosen = args.only or [name for name in EXPERIMENTS if name not in ON_REQUEST]
     claimers.preload()
     violations: list[str] = []
     facts = 0

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgwork.tools.lab import reference, report_backfill, report_tenancy, report_workers
+from pgwork.tools.lab import reference, report_backfill, report_gpu, report_tenancy, report_workers
 from pgwork.tools.lab.pivot import (
     Table,
     fmt,
@@ -383,4 +383,5 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
     parts += report_tenancy.render(rows, plots)
 
     parts += report_workers.render(rows, plots)
+    parts += report_gpu.render(rows)
     return with_servers("\n".join(parts).rstrip() + "\n", rows)

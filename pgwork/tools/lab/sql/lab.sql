@@ -292,3 +292,10 @@ SELECT count(*) FILTER (WHERE j.status = 'succeeded')::int AS succeeded,
        extract(epoch FROM max(j.completed_at) - min(j.started_at))::float8 AS from_first_claim,
        extract(epoch FROM min(j.started_at) - min(j.created_at))::float8 AS first_claim_after
   FROM pgwork.jobs AS j;
+
+-- name: cpu_job_figures
+-- The cpu-bound experiment's handlers report their own wall and CPU seconds and page faults.
+SELECT avg((r.result ->> 'wall')::float8) AS wall,
+       avg((r.result ->> 'cpu')::float8) AS cpu,
+       avg((r.result ->> 'faults')::float8) AS faults
+  FROM pgwork.job_results AS r;
