@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-# Up to the last @ of the token: a password with an unescaped @ in it ("p@ss") must not leave
-# its tail ("ss@host") behind. Over-redacting a host is the safe side.
-_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)(\S*)(@)")
-# libpq lets an unquoted value escape a space with a backslash: password=abc\ def is "abc def".
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)", re.IGNORECASE)
+from pgwork.credentials import dsn_problem, scrub
 
 
 def resolve_dsn(flag: str | None, environ: Mapping[str, str] = os.environ) -> str:
@@ -39,34 +34,33 @@ def default_database_note(dsn: str, environ: Mapping[str, str], os_user: str) ->
     )
 
 
-def redact(text: str) -> str:
-    """`text` with any password in a URI or key=value connection string replaced by ***."""
-    text = _URI_PASSWORD.sub(r"\1***\3", text)
-    return _KV_PASSWORD.sub(r"\1***", text)
-
-
 def describe(dsn: str) -> str:
-    """A safe one-line name for a database, for messages: user@host:port/dbname."""
+    """A safe one-line name for a database, for messages: user@host:port/dbname. Nothing of a
+    value that is not a connection string, and no run of its password's characters."""
+    if dsn.strip() and dsn_problem(dsn) is not None:
+        return "<invalid connection string>"
     try:
         params = conninfo_to_dict(dsn)
     except Exception:
-        return "<unparseable connection string>"
+        return "<invalid connection string>"
     user = params.get("user") or os.environ.get("PGUSER", "")
-    return f"{user}@{database_of(dsn)}"
+    return scrub(f"{user}@{database_of(dsn)}", dsn)
 
 
 def database_of(dsn: str) -> str:
     """The database a connection string names, whoever connects: host:port/dbname (no user, no
     password), so two roles' strings for one database name it alike."""
+    if dsn.strip() and dsn_problem(dsn) is not None:
+        return "<invalid connection string>"
     try:
         params = conninfo_to_dict(dsn)
     except Exception:
-        return "<unparseable connection string>"
+        return "<invalid connection string>"
     user = params.get("user") or os.environ.get("PGUSER", "")
     host = params.get("host") or os.environ.get("PGHOST", "") or "localhost"
     port = params.get("port") or os.environ.get("PGPORT", "") or "5432"
     dbname = params.get("dbname") or os.environ.get("PGDATABASE", "") or user
-    return f"{host}:{port}/{dbname}"
+    return scrub(f"{host}:{port}/{dbname}", dsn)
 
 
 def with_dbname(dsn: str, dbname: str) -> str:

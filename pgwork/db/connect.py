@@ -12,8 +12,9 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from pgwork import decoding
+from pgwork.credentials import dsn_error, scrub
 from pgwork.db import statements
-from pgwork.dsn import describe, redact, with_tcp_defaults
+from pgwork.dsn import describe, with_tcp_defaults
 from pgwork.errors import AccessDenied, BadConnectionString, EncodingRefused, Unreachable
 
 AnyConnection = Connection[Any]
@@ -39,6 +40,7 @@ def connect(
     dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
 ) -> AnyConnection:
     """A new connection, with failures turned into one clear line that never shows a password."""
+    check_dsn(dsn)
     try:
         conn: AnyConnection = psycopg.connect(
             with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
@@ -53,6 +55,7 @@ async def aconnect(
     dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
 ) -> AsyncConnection[Any]:
     """`connect` for asyncio: the same keepalives, loaders and one-line errors."""
+    check_dsn(dsn)
     try:
         conn: AsyncConnection[Any] = await AsyncConnection.connect(
             with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
@@ -73,11 +76,20 @@ def connection_kwargs(autocommit: bool, application_name: str, prepare_threshold
     }
 
 
+def check_dsn(dsn: str) -> None:
+    """BadConnectionString, quoting nothing of `dsn`, for a value libpq would misread: a bare
+    password, or a password whose unencoded @ / or space would land in the host, port or database
+    name (and from there in libpq's messages and the pool's log). Checked before anything connects."""
+    problem = dsn_error(dsn)
+    if problem is not None:
+        raise BadConnectionString(f"invalid connection string: {problem}")
+
+
 def connect_error(dsn: str, exc: psycopg.Error) -> Unreachable:
-    """libpq's failure to connect as pgwork's error: one line, no password."""
+    """libpq's failure to connect as pgwork's error: one line, nothing of the connection string's secret."""
     if isinstance(exc, psycopg.ProgrammingError):  # malformed connection string
-        return BadConnectionString(f"invalid connection string: {redact(str(exc)).strip()}")
-    first = first_error_line(exc)
+        return BadConnectionString(f"invalid connection string: {scrub(str(exc), dsn).strip()}")
+    first = first_error_line(exc, dsn)
     text = str(exc).lower()
     if any(marker in text for marker in _MALFORMED):
         return BadConnectionString(f"invalid connection string for {describe(dsn)}: {first}")
@@ -105,8 +117,9 @@ def check_encoding_value(value: Any, dbname: str) -> None:
         )
 
 
-def first_error_line(exc: BaseException) -> str:
-    text = redact(str(exc)).strip()
+def first_error_line(exc: BaseException, dsn: str | None = None) -> str:
+    """The first line of an error's text, scrubbed of the password of `dsn` (and of any other)."""
+    text = scrub(str(exc), dsn).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 

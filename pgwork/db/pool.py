@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgwork import decoding
-from pgwork.db.connect import AnyConnection, check_idle_connection, connection_kwargs, first_error_line
+from pgwork.db.connect import AnyConnection, check_dsn, check_idle_connection, connection_kwargs, first_error_line
 from pgwork.dsn import describe, with_tcp_defaults
 from pgwork.errors import Unreachable
 
@@ -26,6 +26,7 @@ class Pool:
     def __init__(
         self, dsn: str, *, size: int, application_name: str, prepare_threshold: int | None, timeout: float
     ) -> None:
+        check_dsn(dsn)  # before the pool's own threads log libpq's text about it
         self.timeout = timeout
         # Monotonic instant after which no call waits for a connection any more (see give_up_at).
         self._give_up_at: float | None = None
@@ -47,7 +48,7 @@ class Pool:
         except PoolTimeout as exc:
             # The server went away between the caller's check and the pool's first connections.
             self._pool.close(timeout=0)
-            raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc)}") from None
+            raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc, dsn)}") from None
 
     def close(self, timeout: float) -> None:
         self._pool.close(timeout=max(0.0, timeout))

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pgwork.credentials import EXPECTED, dsn_problem
 from pgwork.models import COUNTS
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
-from pgwork.operator.credentials import EXPECTED, dsn_problem
 from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, jobs_by_owner
 from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName

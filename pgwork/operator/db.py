@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import psycopg
 import psycopg_pool
 
+from pgwork.credentials import scrub
 from pgwork.db import Queue
 from pgwork.dsn import database_of
 from pgwork.errors import (
@@ -23,7 +24,6 @@ from pgwork.errors import (
     Unreachable,
 )
 from pgwork.models import COUNTS, TypeStats
-from pgwork.operator.credentials import scrub
 from pgwork.operator.scaling import LimitedWork
 
 QueueFactory = Callable[[str], Queue]

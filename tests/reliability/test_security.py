@@ -17,8 +17,8 @@ import pytest
 import yaml
 from psycopg import sql
 
+from pgwork.credentials import redact
 from pgwork.db import Queue, migrate
-from pgwork.dsn import redact
 from pgwork.errors import Unreachable
 from pgwork.operator import render
 from pgwork.operator.db import explain
