@@ -16,10 +16,10 @@ from pathlib import Path
 import psycopg
 
 from pgwork import __version__, logsetup
-from pgwork.cli_parser import DSN_HELP, CommandParser, SubcommandParser, parse_strictly
+from pgwork.cli_parser import DSN_HELP, POOLER_HELP, CommandParser, SubcommandParser, parse_strictly
 from pgwork.credentials import scrub
 from pgwork.db import GRANT_PROFILES
-from pgwork.dsn import resolve_dsn
+from pgwork.dsn import POOLER_ENV, resolve_dsn, resolve_pooling
 from pgwork.errors import PgworkError
 
 # The queue's own subcommands, always there.
@@ -99,6 +99,7 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     parser = CommandParser(prog="pgwork", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"pgwork {__version__}")
     parser.add_argument("--dsn", help=DSN_HELP)
+    parser.add_argument("--pooler", metavar="MODE", help=POOLER_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=SubcommandParser)
 
@@ -175,6 +176,10 @@ def _main(argv: Sequence[str] | None) -> int:
     secret = resolve_dsn(getattr(args, "dsn", None))
     try:
         logsetup.configure(args.verbose, os.environ, secret=secret)
+        if getattr(args, "pooler", None) is not None:
+            # --pooler is PGWORK_POOLER for this process: every Queue, the worker and the
+            # reaper read it there (checked first, so a typo is one line naming the flag).
+            os.environ[POOLER_ENV] = resolve_pooling(args.pooler, "", field="--pooler").mode or "none"
         return func(args)
     except ModuleNotFoundError as exc:
         return _needs_extra(exc, args.command)

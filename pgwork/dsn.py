@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgwork.credentials import dsn_problem, scrub
+from pgwork.errors import InvalidArgument
+
+POOLER_ENV = "PGWORK_POOLER"
+LISTEN_DSN_ENV = "PGWORK_LISTEN_DSN"
+TRANSACTION = "transaction"
+# What PGWORK_POOLER / --pooler / spec.database.pooler accept; "none" and "session" (a session-mode
+# pooler keeps a server connection per client, so nothing changes) mean a direct connection.
+POOLER_VALUES = ("none", "session", TRANSACTION)
 
 
 def resolve_dsn(flag: str | None, environ: Mapping[str, str] = os.environ) -> str:
@@ -32,6 +41,52 @@ def default_database_note(dsn: str, environ: Mapping[str, str], os_user: str) ->
         f"no --dsn, DATABASE_URL or PG* variable given: using libpq's defaults, database {os_user!r} as user "
         f"{os_user!r} on the local socket, port 5432 (set DATABASE_URL to choose another)"
     )
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """How pgwork's connections reach PostgreSQL. Through a transaction-mode pooler (PgBouncer
+    `pool_mode = transaction`) each transaction may run on another server connection, so nothing
+    may outlive one: no server-side prepared statements, no LISTEN (a notification would reach
+    whichever client holds that server connection next), no SET, no session advisory locks, no
+    temporary table across transactions. `listen_dsn`, a direct connection string (around the
+    pooler), brings LISTEN back for wake-ups only."""
+
+    mode: str | None = None
+    listen_dsn: str | None = None
+
+    @property
+    def prepares(self) -> bool:
+        """Whether long-lived connections may use server-side prepared statements."""
+        return self.mode != TRANSACTION
+
+    def listen_target(self, dsn: str) -> str | None:
+        """The connection string to LISTEN on, or None: poll only."""
+        return dsn if self.mode != TRANSACTION else self.listen_dsn
+
+    def describe(self) -> str:
+        if self.mode != TRANSACTION:
+            return "direct"
+        return f"{POOLER_ENV}={TRANSACTION}" + (f", LISTEN via {LISTEN_DSN_ENV}" if self.listen_dsn else "")
+
+
+def resolve_pooling(
+    pooler: str | None = None,
+    listen_dsn: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+    field: str = "pooler",
+) -> Pooling:
+    """The Pooling from the arguments given, else PGWORK_POOLER and PGWORK_LISTEN_DSN."""
+    given = pooler if pooler is not None else environ.get(POOLER_ENV, "")
+    value = given.strip().lower() or "none"
+    if value not in POOLER_VALUES:
+        raise InvalidArgument(
+            field if pooler is not None else POOLER_ENV,
+            f"{given!r} is not a pooler mode",
+            f"use {TRANSACTION} behind a transaction-mode pooler (PgBouncer pool_mode = transaction), else none",
+        )
+    direct = listen_dsn if listen_dsn is not None else environ.get(LISTEN_DSN_ENV, "")
+    return Pooling(TRANSACTION if value == TRANSACTION else None, direct or None)
 
 
 def describe(dsn: str) -> str:

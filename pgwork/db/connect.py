@@ -15,7 +15,7 @@ from pgwork import decoding
 from pgwork.credentials import dsn_error, scrub
 from pgwork.db import statements
 from pgwork.dsn import describe, with_tcp_defaults
-from pgwork.errors import AccessDenied, BadConnectionString, EncodingRefused, Unreachable
+from pgwork.errors import AccessDenied, BadConnectionString, EncodingRefused, PoolerNeeded, Unreachable
 
 AnyConnection = Connection[Any]
 
@@ -37,13 +37,20 @@ _REFUSED = (
 
 
 def connect(
-    dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    application_name: str = "pgwork",
+    connect_timeout: int = 10,
+    prepare: bool = True,
 ) -> AnyConnection:
     """A new connection, with failures turned into one clear line that never shows a password."""
     check_dsn(dsn)
     try:
         conn: AnyConnection = psycopg.connect(
-            with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
+            with_tcp_defaults(dsn),
+            **connection_kwargs(autocommit, application_name, PREPARE_THRESHOLD if prepare else None),
+            connect_timeout=connect_timeout,
         )
     except (psycopg.ProgrammingError, psycopg.OperationalError) as exc:
         raise connect_error(dsn, exc) from None
@@ -52,13 +59,20 @@ def connect(
 
 
 async def aconnect(
-    dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    application_name: str = "pgwork",
+    connect_timeout: int = 10,
+    prepare: bool = True,
 ) -> AsyncConnection[Any]:
     """`connect` for asyncio: the same keepalives, loaders and one-line errors."""
     check_dsn(dsn)
     try:
         conn: AsyncConnection[Any] = await AsyncConnection.connect(
-            with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
+            with_tcp_defaults(dsn),
+            **connection_kwargs(autocommit, application_name, PREPARE_THRESHOLD if prepare else None),
+            connect_timeout=connect_timeout,
         )
     except (psycopg.ProgrammingError, psycopg.OperationalError) as exc:
         raise connect_error(dsn, exc) from None
@@ -66,7 +80,14 @@ async def aconnect(
     return conn
 
 
-def connection_kwargs(autocommit: bool, application_name: str, prepare_threshold: int | None = 5) -> dict[str, Any]:
+# psycopg prepares a statement server-side on its 5th run on one connection; None never does
+# (what a transaction-mode pooler needs: the next transaction may run on another backend).
+PREPARE_THRESHOLD = 5
+
+
+def connection_kwargs(
+    autocommit: bool, application_name: str, prepare_threshold: int | None = PREPARE_THRESHOLD
+) -> dict[str, Any]:
     """What every pgwork connection (direct or pooled, sync or async) is opened with."""
     return {
         "autocommit": autocommit,
@@ -99,6 +120,27 @@ def connect_error(dsn: str, exc: psycopg.Error) -> Unreachable:
             "connection string or the Secret it comes from; retrying will not help)"
         )
     return Unreachable(f"cannot connect to {describe(dsn)}: {first}")
+
+
+POOLER_FIX = (
+    "set PGWORK_POOLER=transaction (`--pooler transaction`, `spec.database.pooler: transaction` in a JobQueue), "
+    "or use PgBouncer >= 1.21 with max_prepared_statements > 0"
+)
+
+
+def pooler_symptom(exc: BaseException) -> bool:
+    """Whether `exc` is what a transaction-mode pooler does to a session's server-side prepared
+    statements: the next transaction ran on a server connection that lacks them, or already
+    has one of that name, or binds another statement's parameters to it (pure)."""
+    if isinstance(exc, psycopg.errors.InvalidSqlStatementName | psycopg.errors.DuplicatePreparedStatement):
+        return True
+    return isinstance(exc, psycopg.errors.ProtocolViolation) and "prepared statement" in str(exc)
+
+
+def pooler_needed(exc: BaseException) -> PoolerNeeded:
+    return PoolerNeeded(
+        f"the connection goes through a transaction-mode pooler ({first_error_line(exc)}); {POOLER_FIX}"
+    )
 
 
 def check_encoding(conn: AnyConnection) -> None:

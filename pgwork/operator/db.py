@@ -68,7 +68,9 @@ POLL_POOL_TIMEOUT = 5.0
 
 
 def default_factory(dsn: str) -> Queue:
-    return Queue(dsn, pool_size=1, application_name="pgwork-operator", pool_timeout=POLL_POOL_TIMEOUT)
+    # No prepared statements: a JobQueue's database may sit behind a transaction-mode pooler
+    # (spec.database.pooler), and a poll every few seconds gains little from them.
+    return Queue(dsn, pool_size=1, application_name="pgwork-operator", pool_timeout=POLL_POOL_TIMEOUT, prepare=False)
 
 
 def explain(exc: BaseException, secret: str | None = None) -> DatabaseProblem:

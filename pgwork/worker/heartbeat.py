@@ -24,7 +24,7 @@ import time
 import psycopg
 
 from pgwork.db import AnyConnection, Queue, connect
-from pgwork.errors import PgworkError
+from pgwork.errors import PgworkError, PoolerNeeded
 from pgwork.models import Lease, LeaseState, Renewal, WorkerLease
 from pgwork.progress import Progress
 from pgwork.worker.attempt import AttemptState
@@ -34,7 +34,9 @@ from pgwork.worker.registry import StopReason
 
 log = logging.getLogger("pgwork.worker.heartbeat")
 
-TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+# PoolerNeeded: the Queue turned prepared statements off on meeting a pooler; the same write
+# succeeds when repeated (and the worker, told by Queue.pooler_symptom, stops).
+TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError, PoolerNeeded)
 _RENEWED = (AttemptState.WAITING, AttemptState.RUNNING, AttemptState.FINISHING)
 
 
@@ -108,7 +110,7 @@ class Heartbeat(threading.Thread):
     def _connection(self) -> AnyConnection:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self._queue.dsn, application_name=f"{self._queue.application_name}-heartbeat")
-            if not self._prepare:
+            if not self._prepare or not self._queue.prepares:
                 self._conn.prepare_threshold = None
         return self._conn
 
