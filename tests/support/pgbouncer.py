@@ -108,14 +108,19 @@ def start(server_dsn: str, *, pool_size: int = 10, mode: str = "transaction", ro
     port = free_port()
     ini = directory / "pgbouncer.ini"
     ini.write_text(config(server_dsn, port, directory, pool_size, mode, round_robin))
-    command = [BINARY, str(ini)]
+    as_user: dict[str, int] = {}
     if os.geteuid() == 0:
-        # PgBouncer will not run as root: hand the directory to postgres and run as it.
-        user = pwd.getpwnam("postgres")
+        # PgBouncer will not run as root: hand the directory to postgres (or, for a server on a
+        # private Unix socket such as the embedded one, to the socket directory's owner) and run as it.
+        host = str(conninfo_to_dict(server_dsn).get("host") or "")
+        owner = Path(host).stat().st_uid if host.startswith("/") else None
+        user = pwd.getpwuid(owner) if owner else pwd.getpwnam("postgres")
         os.chown(directory, user.pw_uid, user.pw_gid)
         os.chown(ini, user.pw_uid, user.pw_gid)
-        command = ["runuser", "-u", "postgres", "--", *command]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        as_user = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+    process = subprocess.Popen(
+        [BINARY, str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **as_user  # type: ignore[arg-type]
+    )
     server_user = str(conninfo_to_dict(server_dsn).get("user") or "postgres")
     bouncer = Bouncer(port, directory, process, server_user)
     probe = bouncer.pooled(server_dsn)
