@@ -310,6 +310,43 @@ def test_one_secret_serves_every_role_by_default() -> None:
     assert all(ref == {"name": "db", "key": "url"} for ref in refs.values())
 
 
+def _env_of(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """name -> env entry of every container and init container in a rendered manifest."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            for entry in node.get("env") or []:
+                found.setdefault(entry["name"], entry)
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(manifest)
+    return found
+
+
+def test_pooler_transaction_reaches_every_pod_and_listen_dsn_only_the_workers() -> None:
+    database = {"pooler": "transaction", "listenSecret": {"name": "queue-direct"}}
+    manifests = {m["kind"] + "/" + m["metadata"]["name"]: m for m in render_all(body(database=database))}
+    pods = {k: _env_of(m) for k, m in manifests.items() if k.split("/")[0] in ("Deployment", "CronJob")}
+    assert len(pods) == 3
+    for name, env in pods.items():
+        assert env["PGWORK_POOLER"] == {"name": "PGWORK_POOLER", "value": "transaction"}, name
+        listen = env.get("PGWORK_LISTEN_DSN")
+        if name.startswith("Deployment"):
+            assert listen == {
+                "name": "PGWORK_LISTEN_DSN",
+                "valueFrom": {"secretKeyRef": {"name": "queue-direct", "key": "dsn"}},
+            }
+        else:
+            assert listen is None, name
+    plain = [_env_of(m) for m in render_all(body()) if m["kind"] in ("Deployment", "CronJob")]
+    assert plain and all("PGWORK_POOLER" not in env and "PGWORK_LISTEN_DSN" not in env for env in plain)
+
+
 def test_each_role_gets_its_own_secret_when_given() -> None:
     database = {
         "migrationsSecret": {"name": "queue-owner"},

@@ -119,7 +119,10 @@ def start(server_dsn: str, *, pool_size: int = 10, mode: str = "transaction", ro
         os.chown(ini, user.pw_uid, user.pw_gid)
         as_user = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
     process = subprocess.Popen(
-        [BINARY, str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **as_user  # type: ignore[arg-type]
+        [BINARY, str(ini)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **as_user,  # type: ignore[arg-type]
     )
     server_user = str(conninfo_to_dict(server_dsn).get("user") or "postgres")
     bouncer = Bouncer(port, directory, process, server_user)
