@@ -13,6 +13,7 @@ from pgwork.db.connect import PREPARE_THRESHOLD, AnyConnection, check_encoding, 
 from pgwork.db.listen import Listener
 from pgwork.db.pool import POOL_TIMEOUT, Pool
 from pgwork.db.rows import (
+    ConnectionLimits,
     DeadRow,
     JobContents,
     JobDetail,
@@ -136,6 +137,12 @@ class QueueBase:
     def running_by_owner(self, job_types: Iterable[str] | None = None) -> dict[str, int]:
         rows = self._many("running_by_owner", {"job_types": check_job_types(job_types)}, OwnerCount)
         return {r.owner: r.jobs for r in rows}
+
+    def connection_limits(self) -> ConnectionLimits:
+        """The server's max_connections and reserved slots (for pgwork.budget)."""
+        row = self._one("connection_limits", {}, ConnectionLimits)
+        assert row is not None  # one row, always
+        return row
 
     def job(self, job_id: int) -> JobRow | None:
         return self._one("get_job", {"id": check_id(job_id)}, JobRow)

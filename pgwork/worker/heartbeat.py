@@ -145,10 +145,16 @@ class Heartbeat(threading.Thread):
         # Progress reported since the last round rides on this renewal (no statement of its own).
         progress = {h.claimed.id: p for h in held if (p := h.job.take_progress()) is not None}
         # An idle worker sends nothing: its worker lease lapses, and the next job's first renewal
-        # renews it again (and adopts that job).
-        if held and self._worker is None:
+        # renews it again (and adopts that job). Nor does it keep its session connection open:
+        # an idle fleet holds one connection per worker less (pgwork.budget).
+        if not held:
+            self._close()
+            self.rounds += 1
+            self._metrics.heartbeat_ok()  # nothing to renew is a round that went well
+            return
+        if self._worker is None:
             self.register()
-        worker = self._worker if held else None
+        worker = self._worker
         sent = time.monotonic()
         try:
             renewal = self._send([h.lease for h in held], worker, progress)
