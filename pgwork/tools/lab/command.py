@@ -28,6 +28,7 @@ from pgwork.tools.lab import (
     linear,
     noisy,
     plots,
+    pooled,
     prune,
     report,
     results,
@@ -53,6 +54,7 @@ EXPERIMENTS: dict[str, Any] = {
     "backlog": backlog,
     "workers": workers,
     "linear": linear,
+    "pooler": pooled,
 }
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")

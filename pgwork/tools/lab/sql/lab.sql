@@ -292,3 +292,10 @@ SELECT count(*) FILTER (WHERE j.status = 'succeeded')::int AS succeeded,
        extract(epoch FROM max(j.completed_at) - min(j.started_at))::float8 AS from_first_claim,
        extract(epoch FROM min(j.started_at) - min(j.created_at))::float8 AS first_claim_after
   FROM pgwork.jobs AS j;
+
+-- name: worker_backends
+-- Server connections serving `pgwork worker` processes in the lab database (through PgBouncer the
+-- pooler sets each server connection's application_name to its current client's).
+SELECT count(*)::int AS n
+  FROM pg_stat_activity AS a
+ WHERE a.datname = current_database() AND a.application_name LIKE 'pgwork-worker:%%';
