@@ -38,7 +38,10 @@ def server_of(dsn: str) -> str:
 
 def per_pod(spec: JobQueueSpec) -> int:
     """The connections one worker pod of this JobQueue may hold at its busiest."""
-    listening = spec.database.pooler is None or spec.database.listen is not None
+    if spec.worker.flags.listen is False:  # --no-listen
+        listening = False
+    else:
+        listening = spec.database.pooler is None or spec.database.listen is not None
     return worker_connections(spec.worker.concurrency, listening).busy
 
 
