@@ -10,6 +10,7 @@ import pytest
 from pgwork.durations import parse_duration
 from pgwork.operator.fields import SpecError
 from pgwork.operator.render import DELETION_COST, names, render_all, seconds_flag, selector_string
+from tests.support.manifests import env_entries
 
 UID = "0b6f2d6e-1111-4a8e-9f3a-5c2a9c3f0001"
 
@@ -312,20 +313,7 @@ def test_one_secret_serves_every_role_by_default() -> None:
 
 def _env_of(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """name -> env entry of every container and init container in a rendered manifest."""
-    found: dict[str, dict[str, Any]] = {}
-
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            for entry in node.get("env") or []:
-                found.setdefault(entry["name"], entry)
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, list):
-            for value in node:
-                visit(value)
-
-    visit(manifest)
-    return found
+    return {entry["name"]: entry for entry in env_entries(manifest)}
 
 
 def test_pooler_transaction_reaches_every_pod_and_listen_dsn_only_the_workers() -> None:

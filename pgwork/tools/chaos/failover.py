@@ -99,12 +99,7 @@ class FailoverRun(Run):
                         break
                 time.sleep(0.1)
         finally:
-            self.fleet.stop_all()
-            stop_reaper.set()
-            reaper_thread.join(timeout=30)
-            reaper.close()
-        if self._admin is not None:
-            self._admin.close()
+            self.wind_down(stop_reaper, reaper_thread, reaper)
         self.final_reap()
         row = self._admin_row("after_promotion", {"at": kill_time})
         assert row is not None
