@@ -308,8 +308,11 @@ def test_operator_takes_credentials_only_from_secrets() -> None:
     # The CRD offers no field that could hold a DSN or password in the JobQueue itself.
     crd = yaml.safe_load((OPERATOR_DIR / "crd.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    roles = {"migrationsSecret", "workersSecret", "maintenanceSecret"}  # Secret references too: {name, key}
-    assert set(schema["properties"]["database"]["properties"]) <= {"secretName", "secretKey", "migrate", *roles}
+    # Secret references too: {name, key}
+    roles = {"migrationsSecret", "workersSecret", "maintenanceSecret", "listenSecret"}
+    database = schema["properties"]["database"]["properties"]
+    assert set(database) <= {"secretName", "secretKey", "migrate", "pooler", *roles}
+    assert database["pooler"]["enum"] == ["none", "transaction"]  # a mode, never a connection string
     for role in roles:
         assert set(schema["properties"]["database"]["properties"][role]["properties"]) == {"name", "key"}
     assert "password" not in yaml.safe_dump(schema).lower().replace("never written here", "")
