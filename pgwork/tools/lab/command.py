@@ -25,6 +25,7 @@ from pgwork.tools.lab import (
     heartbeat,
     held,
     history,
+    latency,
     linear,
     noisy,
     plots,
@@ -55,10 +56,11 @@ EXPERIMENTS: dict[str, Any] = {
     "workers": workers,
     "linear": linear,
     "pooler": pooled,
+    "latency": latency,
 }
 # Run only when named with --only: the pooler experiment needs PgBouncer installed and starts a
-# fleet of worker processes (100 in the full plan).
-OPT_IN = frozenset({"pooler"})
+# fleet of worker processes (100 in the full plan); latency repeats the worker drain at each RTT.
+OPT_IN = frozenset({"pooler", "latency"})
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")
 IMG_DIR = Path("docs/img")
@@ -75,7 +77,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         choices=sorted(EXPERIMENTS),
         metavar="NAME",
         help=f"run only this experiment (repeatable): {', '.join(EXPERIMENTS)} ({', '.join(sorted(OPT_IN))} only when "
-        "named: it needs PgBouncer)",
+        "named)",
     )
     p.add_argument(
         "--dsn",
