@@ -43,6 +43,8 @@ class DelayProxy:
             self._loop.run_forever()
         finally:
             server.close()
+            self._loop.run_until_complete(server.wait_closed())
+            self._loop.close()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -72,10 +74,19 @@ class DelayProxy:
                 chunks.put_nowait((time.monotonic() + self.delay, data))
         finally:
             chunks.put_nowait((0.0, b""))
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await sender
             writer.close()
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        """Every proxied connection cut, the listener closed, the thread gone."""
+
+        async def shutdown() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._loop.stop()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop)
         self._thread.join(5)
