@@ -9,8 +9,8 @@ import pytest
 from pgwork.budget import worker_connections
 from pgwork.operator.kube import Kube
 from pgwork.queue import Queue
-from tests.operator import stories
-from tests.operator.harness import OperatorThread, eventually
+from tests.support import stories
+from tests.support.operator import OperatorThread, eventually
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from pgwork.models import NewJob
 from pgwork.operator.db import default_factory
 from pgwork.worker.timeouts import EXIT_POOLER
 from tests.support import pgbouncer
-from tests.worker.workerkit import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.slow
 

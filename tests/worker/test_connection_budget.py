@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from workerkit import Spawn
+from tests.support.workers import Spawn
 
 from pgwork.budget import worker_connections
 from pgwork.models import NewJob
