@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from tests.support.workers import Spawn
 
 from pgwork.budget import worker_connections
 from pgwork.models import NewJob
 from pgwork.queue import Queue
 from tests.support.waiting import wait_for
+from tests.support.workers import Spawn
 
 pytestmark = pytest.mark.slow
 
