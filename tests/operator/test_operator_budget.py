@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pgwork.budget import worker_connections
+from pgwork.db import Queue
 from pgwork.operator.kube import Kube
-from pgwork.queue import Queue
 from tests.support import stories
 from tests.support.operator import OperatorThread, eventually
 

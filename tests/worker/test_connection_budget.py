@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from pgwork.budget import worker_connections
+from pgwork.db import Queue
 from pgwork.models import NewJob
-from pgwork.queue import Queue
 from tests.support.waiting import wait_for
 from tests.support.workers import Spawn
 
