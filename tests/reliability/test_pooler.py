@@ -20,7 +20,7 @@ from pgwork.db.aqueue import AsyncQueue
 from pgwork.errors import PoolerNeeded
 from pgwork.models import NewJob
 from pgwork.operator.db import default_factory
-from pgwork.worker.timeouts import EXIT_POOLER
+from pgwork.worker.options import EXIT_POOLER
 from tests.support import pgbouncer
 from tests.support.workers import worker_env
 
