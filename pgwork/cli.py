@@ -16,9 +16,10 @@ from pathlib import Path
 import psycopg
 
 from pgwork import __version__, logsetup
-from pgwork.cli_parser import DSN_HELP, CommandParser, SubcommandParser, parse_strictly
+from pgwork.cli_parser import DSN_HELP, POOLER_HELP, CommandParser, SubcommandParser, parse_strictly
+from pgwork.credentials import scrub
 from pgwork.db import GRANT_PROFILES
-from pgwork.dsn import redact
+from pgwork.dsn import POOLER_ENV, resolve_dsn, resolve_pooling
 from pgwork.errors import PgworkError
 
 # The queue's own subcommands, always there.
@@ -98,6 +99,7 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     parser = CommandParser(prog="pgwork", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"pgwork {__version__}")
     parser.add_argument("--dsn", help=DSN_HELP)
+    parser.add_argument("--pooler", metavar="MODE", help=POOLER_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=SubcommandParser)
 
@@ -137,8 +139,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return parse_strictly(parser, argv)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = redact(str(exc)).strip()
+def _first_line(exc: BaseException, secret: str) -> str:
+    text = scrub(str(exc), secret).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
@@ -169,24 +171,31 @@ def _main(argv: Sequence[str] | None) -> int:
     except ModuleNotFoundError as exc:
         return _needs_extra(exc, _command_word(argv))
     func: Handler = args.func
+    # Whatever a command prints or logs about its database passes `scrub` with this value: a
+    # DATABASE_URL holding a bare password, or a password libpq splits into host and database name.
+    secret = resolve_dsn(getattr(args, "dsn", None))
     try:
-        logsetup.configure(args.verbose, os.environ)
+        logsetup.configure(args.verbose, os.environ, secret=secret)
+        if getattr(args, "pooler", None) is not None:
+            # --pooler is PGWORK_POOLER for this process: every Queue, the worker and the
+            # reaper read it there (checked first, so a typo is one line naming the flag).
+            os.environ[POOLER_ENV] = resolve_pooling(args.pooler, "", field="--pooler").mode or "none"
         return func(args)
     except ModuleNotFoundError as exc:
         return _needs_extra(exc, args.command)
     except PgworkError as exc:
-        print(f"pgwork {args.command}: {redact(str(exc))}", file=sys.stderr)
+        print(f"pgwork {args.command}: {scrub(str(exc), secret)}", file=sys.stderr)
         return 2
     except psycopg.errors.InsufficientPrivilege as exc:
         print(
-            f"pgwork {args.command}: {_first_line(exc)}; the connecting role lacks this privilege (run "
+            f"pgwork {args.command}: {_first_line(exc, secret)}; the connecting role lacks this privilege (run "
             "`pgwork migrate` as the role that owns the pgwork schema, and give other roles a profile with "
             f"`pgwork grant ROLE --profile {'|'.join(GRANT_PROFILES)}`)",
             file=sys.stderr,
         )
         return 2
     except psycopg.Error as exc:
-        print(f"pgwork {args.command}: database error: {_first_line(exc)}", file=sys.stderr)
+        print(f"pgwork {args.command}: database error: {_first_line(exc, secret)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

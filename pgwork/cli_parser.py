@@ -17,6 +17,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 DSN_HELP = "connection string (default: DATABASE_URL, then libpq PG* variables)"
+POOLER_HELP = (
+    "transaction behind a transaction-mode pooler such as PgBouncer: no prepared statements, no session "
+    "state, LISTEN only on PGWORK_LISTEN_DSN (default: PGWORK_POOLER, else none)"
+)
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
 _EXPECTED_VALUE = re.compile(r"argument (?P<option>--[\w-]+)(?:/-\w)?: expected one argument")
@@ -66,7 +70,7 @@ def name_the_choices(message: str, actions: Iterable[argparse.Action]) -> str:
 
 
 class CommandParser(argparse.ArgumentParser):
-    """A parser whose errors suggest the close match, and whose subcommands all take --dsn and -v.
+    """A parser whose errors suggest the close match, and whose subcommands all take --dsn, --pooler and -v.
 
     The shared options on a subcommand default to "not given" (SUPPRESS), so a value given before
     the subcommand is kept unless it is given again after it. A subcommand that means something
@@ -78,6 +82,7 @@ class CommandParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         if common:
             self.add_argument("--dsn", default=argparse.SUPPRESS, help=DSN_HELP)
+            self.add_argument("--pooler", default=argparse.SUPPRESS, metavar="MODE", help=POOLER_HELP)
             self.add_argument(
                 "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at debug level"
             )

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-# Up to the last @ of the token: a password with an unescaped @ in it ("p@ss") must not leave
-# its tail ("ss@host") behind. Over-redacting a host is the safe side.
-_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)(\S*)(@)")
-# libpq lets an unquoted value escape a space with a backslash: password=abc\ def is "abc def".
-_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)", re.IGNORECASE)
+from pgwork.credentials import dsn_problem, scrub
+from pgwork.errors import InvalidArgument
+
+POOLER_ENV = "PGWORK_POOLER"
+LISTEN_DSN_ENV = "PGWORK_LISTEN_DSN"
+TRANSACTION = "transaction"
+# What PGWORK_POOLER / --pooler / spec.database.pooler accept; "none" and "session" (a session-mode
+# pooler keeps a server connection per client, so nothing changes) mean a direct connection.
+POOLER_VALUES = ("none", "session", TRANSACTION)
 
 
 def resolve_dsn(flag: str | None, environ: Mapping[str, str] = os.environ) -> str:
@@ -39,34 +43,79 @@ def default_database_note(dsn: str, environ: Mapping[str, str], os_user: str) ->
     )
 
 
-def redact(text: str) -> str:
-    """`text` with any password in a URI or key=value connection string replaced by ***."""
-    text = _URI_PASSWORD.sub(r"\1***\3", text)
-    return _KV_PASSWORD.sub(r"\1***", text)
+@dataclass(frozen=True)
+class Pooling:
+    """How pgwork's connections reach PostgreSQL. Through a transaction-mode pooler (PgBouncer
+    `pool_mode = transaction`) each transaction may run on another server connection, so nothing
+    may outlive one: no server-side prepared statements, no LISTEN (a notification would reach
+    whichever client holds that server connection next), no SET, no session advisory locks, no
+    temporary table across transactions. `listen_dsn`, a direct connection string (around the
+    pooler), brings LISTEN back for wake-ups only."""
+
+    mode: str | None = None
+    listen_dsn: str | None = None
+
+    @property
+    def prepares(self) -> bool:
+        """Whether long-lived connections may use server-side prepared statements."""
+        return self.mode != TRANSACTION
+
+    def listen_target(self, dsn: str) -> str | None:
+        """The connection string to LISTEN on, or None: poll only."""
+        return dsn if self.mode != TRANSACTION else self.listen_dsn
+
+    def describe(self) -> str:
+        if self.mode != TRANSACTION:
+            return "direct"
+        return f"{POOLER_ENV}={TRANSACTION}" + (f", LISTEN via {LISTEN_DSN_ENV}" if self.listen_dsn else "")
+
+
+def resolve_pooling(
+    pooler: str | None = None,
+    listen_dsn: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+    field: str = "pooler",
+) -> Pooling:
+    """The Pooling from the arguments given, else PGWORK_POOLER and PGWORK_LISTEN_DSN."""
+    given = pooler if pooler is not None else environ.get(POOLER_ENV, "")
+    value = given.strip().lower() or "none"
+    if value not in POOLER_VALUES:
+        raise InvalidArgument(
+            field if pooler is not None else POOLER_ENV,
+            f"{given!r} is not a pooler mode",
+            f"use {TRANSACTION} behind a transaction-mode pooler (PgBouncer pool_mode = transaction), else none",
+        )
+    direct = listen_dsn if listen_dsn is not None else environ.get(LISTEN_DSN_ENV, "")
+    return Pooling(TRANSACTION if value == TRANSACTION else None, direct or None)
 
 
 def describe(dsn: str) -> str:
-    """A safe one-line name for a database, for messages: user@host:port/dbname."""
+    """A safe one-line name for a database, for messages: user@host:port/dbname. Nothing of a
+    value that is not a connection string, and no run of its password's characters."""
+    if dsn.strip() and dsn_problem(dsn) is not None:
+        return "<invalid connection string>"
     try:
         params = conninfo_to_dict(dsn)
     except Exception:
-        return "<unparseable connection string>"
+        return "<invalid connection string>"
     user = params.get("user") or os.environ.get("PGUSER", "")
-    return f"{user}@{database_of(dsn)}"
+    return scrub(f"{user}@{database_of(dsn)}", dsn)
 
 
 def database_of(dsn: str) -> str:
     """The database a connection string names, whoever connects: host:port/dbname (no user, no
     password), so two roles' strings for one database name it alike."""
+    if dsn.strip() and dsn_problem(dsn) is not None:
+        return "<invalid connection string>"
     try:
         params = conninfo_to_dict(dsn)
     except Exception:
-        return "<unparseable connection string>"
+        return "<invalid connection string>"
     user = params.get("user") or os.environ.get("PGUSER", "")
     host = params.get("host") or os.environ.get("PGHOST", "") or "localhost"
     port = params.get("port") or os.environ.get("PGPORT", "") or "5432"
     dbname = params.get("dbname") or os.environ.get("PGDATABASE", "") or user
-    return f"{host}:{port}/{dbname}"
+    return scrub(f"{host}:{port}/{dbname}", dsn)
 
 
 def with_dbname(dsn: str, dbname: str) -> str:

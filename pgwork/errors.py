@@ -74,3 +74,8 @@ class WaitTimeout(PgworkError, TimeoutError):
         super().__init__(
             f"job {job_id} is still {status} after waiting {timeout:g}s (it keeps its place; wait again, or longer)"
         )
+
+
+class PoolerNeeded(DatabaseError):
+    """A transaction-mode pooler (PgBouncer `pool_mode = transaction`) moved a session's prepared
+    statement to another server connection, and pgwork was not told it sits behind one."""

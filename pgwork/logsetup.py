@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Mapping
 
+from pgwork.credentials import scrub
 from pgwork.errors import InvalidArgument
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -43,7 +44,21 @@ class LineFormatter(logging.Formatter):
         return f"{cached[1]},{int(record.msecs):03d}"  # logging's default_msec_format, '%s,%03d'
 
 
-def configure(verbose: bool, environ: Mapping[str, str]) -> None:
+class ScrubbingFormatter(LineFormatter):
+    """LineFormatter whose WARNING-and-above lines (where libpq's text and exceptions appear: a
+    pool that cannot connect, a listener reconnecting, a traceback) pass `scrub` with the
+    process's connection string. INFO lines (one per job) are pgwork's own words and skip it."""
+
+    def __init__(self, fmt: str, secret: str | None) -> None:
+        super().__init__(fmt)
+        self._secret = secret
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return scrub(text, self._secret) if record.levelno >= logging.WARNING else text
+
+
+def configure(verbose: bool, environ: Mapping[str, str], secret: str | None = None) -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(LineFormatter(FORMAT))
+    handler.setFormatter(ScrubbingFormatter(FORMAT, secret))
     logging.basicConfig(level=log_level(verbose, environ), handlers=[handler])

@@ -26,12 +26,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgwork import decoding
 from pgwork.db import statements
-from pgwork.db.connect import aconnect, check_encoding_value, connection_kwargs
+from pgwork.db.connect import PREPARE_THRESHOLD, aconnect, check_encoding_value, connection_kwargs
 from pgwork.db.params import cancel_ids, cancel_report, enqueue_params
 from pgwork.db.rows import CancelRow, EnqueuedRow, IdRow, JobRow, ResultRow
 from pgwork.db.schema import check_version
 from pgwork.db.wait import await_job
-from pgwork.dsn import with_tcp_defaults
+from pgwork.dsn import resolve_pooling, with_tcp_defaults
 from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport, NewJob
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_text
@@ -52,6 +52,8 @@ class AsyncQueue:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         application_name: str = "pgwork",
         owns_pool: bool = False,
+        pooler: str | None = None,
+        listen_dsn: str | None = None,
     ) -> None:
         """Over the caller's open pool. `dsn` is what `wait` connects with (default: the
         pool's conninfo); `open` builds a pool of its own and checks the schema first. The
@@ -67,6 +69,8 @@ class AsyncQueue:
         self.max_payload_bytes = max_payload_bytes
         self.application_name = application_name
         self._owns_pool = owns_pool
+        # As the Queue's: PGWORK_POOLER / PGWORK_LISTEN_DSN unless given.
+        self.pooling = resolve_pooling(pooler, listen_dsn)
 
     @classmethod
     async def open(
@@ -78,9 +82,12 @@ class AsyncQueue:
         application_name: str = "pgwork",
         check: bool = True,
         prepare: bool = True,
+        pooler: str | None = None,
+        listen_dsn: str | None = None,
     ) -> Self:
         """An AsyncQueue with a pool of its own, once the database is UTF8 and migrated."""
-        async with await aconnect(dsn, application_name=application_name) as conn:
+        pooling = resolve_pooling(pooler, listen_dsn)
+        async with await aconnect(dsn, application_name=application_name, prepare=False) as conn:
             encoding = await statements.ascalar(conn, "server_encoding")
             check_encoding_value(encoding, conn.info.dbname)
             if check:
@@ -91,13 +98,21 @@ class AsyncQueue:
             with_tcp_defaults(dsn),
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs=connection_kwargs(True, application_name, 5 if prepare else None),
+            kwargs=connection_kwargs(
+                True, application_name, PREPARE_THRESHOLD if prepare and pooling.prepares else None
+            ),
             open=False,
             configure=configure,
         )
         await pool.open(wait=True)
         return cls(
-            pool, dsn=dsn, max_payload_bytes=max_payload_bytes, application_name=application_name, owns_pool=True
+            pool,
+            dsn=dsn,
+            max_payload_bytes=max_payload_bytes,
+            application_name=application_name,
+            owns_pool=True,
+            pooler=pooling.mode or "none",
+            listen_dsn=pooling.listen_dsn or "",
         )
 
     async def close(self) -> None:
@@ -182,13 +197,15 @@ class AsyncQueue:
         reader profile); raises pgwork.JobFailed (dead or cancelled, with its last error) or
         pgwork.WaitTimeout. LISTENs on a connection of its own (never the
         pool's) and re-reads every `poll` seconds as the fallback."""
+        target = self.pooling.listen_target(self.dsn)
         return await await_job(
-            self.dsn,
+            target or self.dsn,
             job_id,
             timeout=timeout,
             poll=poll,
             result=result,
             application_name=f"{self.application_name}-wait"[:63],
+            listen=target is not None,
         )
 
 

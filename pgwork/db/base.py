@@ -9,10 +9,11 @@ from typing import Any, Self, TypeVar
 
 from pgwork.backoff import Backoff
 from pgwork.db import statements
-from pgwork.db.connect import AnyConnection, check_encoding, connect
+from pgwork.db.connect import PREPARE_THRESHOLD, AnyConnection, check_encoding, connect
 from pgwork.db.listen import Listener
 from pgwork.db.pool import POOL_TIMEOUT, Pool
 from pgwork.db.rows import (
+    ConnectionLimits,
     DeadRow,
     JobContents,
     JobDetail,
@@ -25,6 +26,7 @@ from pgwork.db.rows import (
 )
 from pgwork.db.schema import check_schema
 from pgwork.db.wait import wait_for_job
+from pgwork.dsn import resolve_pooling
 from pgwork.errors import InvalidArgument
 from pgwork.models import TypeStats
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
@@ -47,15 +49,20 @@ class QueueBase:
         check: bool = True,
         prepare: bool = True,
         pool_timeout: float = POOL_TIMEOUT,
+        pooler: str | None = None,
+        listen_dsn: str | None = None,
     ) -> None:
         self.dsn = dsn
+        # `pooler="transaction"` (default: PGWORK_POOLER) behind a transaction-mode pooler;
+        # `listen_dsn` (default: PGWORK_LISTEN_DSN) a direct connection for LISTEN only.
+        self.pooling = resolve_pooling(pooler, listen_dsn)
         self.pool_timeout = check_seconds(pool_timeout, "pool_timeout")
         self.backoff = backoff or Backoff()
         # Per job type, overriding `backoff` (handlers registered with their own).
         self.backoffs: dict[str, Backoff] = dict(backoffs or {})
         self.max_payload_bytes = max_payload_bytes
         self.application_name = application_name
-        with connect(dsn, application_name=application_name) as conn:
+        with connect(dsn, application_name=application_name, prepare=False) as conn:
             check_encoding(conn)
             if check:
                 check_schema(conn)
@@ -64,8 +71,8 @@ class QueueBase:
             size=pool_size,
             application_name=application_name,
             # Through a transaction-mode pooler server-side prepared statements may land on
-            # another backend; `prepare=False` turns them off.
-            prepare_threshold=5 if prepare else None,
+            # another backend; the pooler setting (or `prepare=False`) turns them off.
+            prepare_threshold=PREPARE_THRESHOLD if prepare and self.pooling.prepares else None,
             timeout=self.pool_timeout,
         )
 
@@ -131,6 +138,12 @@ class QueueBase:
         rows = self._many("running_by_owner", {"job_types": check_job_types(job_types)}, OwnerCount)
         return {r.owner: r.jobs for r in rows}
 
+    def connection_limits(self) -> ConnectionLimits:
+        """The server's max_connections and reserved slots (for pgwork.budget)."""
+        row = self._one("connection_limits", {}, ConnectionLimits)
+        assert row is not None  # one row, always
+        return row
+
     def job(self, job_id: int) -> JobRow | None:
         return self._one("get_job", {"id": check_id(job_id)}, JobRow)
 
@@ -166,16 +179,43 @@ class QueueBase:
         """The job's result once it succeeds (None with `result=False`, which needs only the
         reader profile); raises pgwork.JobFailed (dead or cancelled, with its last error) or
         pgwork.WaitTimeout. LISTENs on a connection of its own (never the
-        pool's) and re-reads every `poll` seconds as the fallback (pgwork.db.wait)."""
+        pool's) and re-reads every `poll` seconds as the fallback (pgwork.db.wait). Behind a
+        transaction-mode pooler it waits on the direct `listen_dsn`, or polls only without one."""
         name = f"{self.application_name}-wait"[:63]
-        return wait_for_job(self.dsn, job_id, timeout=timeout, poll=poll, result=result, application_name=name)
+        target = self.pooling.listen_target(self.dsn)
+        return wait_for_job(
+            target or self.dsn,
+            job_id,
+            timeout=timeout,
+            poll=poll,
+            result=result,
+            application_name=name,
+            listen=target is not None,
+        )
 
     # -- wake-ups -------------------------------------------------------------------------
 
+    @property
+    def prepares(self) -> bool:
+        """Whether this Queue's connections use server-side prepared statements now (off behind
+        a transaction-mode pooler, and for good once one was met without the setting)."""
+        return self._pool.prepare_threshold is not None
+
+    @property
+    def pooler_symptom(self) -> str | None:
+        """PoolerNeeded's message once a transaction-mode pooler was met without the setting."""
+        return self._pool.pooler_symptom
+
+    @property
+    def can_listen(self) -> bool:
+        """False behind a transaction-mode pooler without a direct `listen_dsn`: poll only."""
+        return self.pooling.listen_target(self.dsn) is not None
+
     def listener(self) -> Listener:
         """A dedicated session connection that LISTENs for new jobs (never from the pool:
-        behind a transaction-mode pooler LISTEN would silently stop working)."""
-        return Listener(self.dsn, self.application_name)
+        behind a transaction-mode pooler LISTEN would silently stop working), on `listen_dsn`
+        when the Queue is behind one."""
+        return Listener(self.pooling.listen_target(self.dsn) or self.dsn, self.application_name)
 
 
 def check_seconds(value: float, field: str) -> float:

@@ -12,9 +12,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from pgwork import decoding
+from pgwork.credentials import dsn_error, scrub
 from pgwork.db import statements
-from pgwork.dsn import describe, redact, with_tcp_defaults
-from pgwork.errors import AccessDenied, BadConnectionString, EncodingRefused, Unreachable
+from pgwork.dsn import describe, with_tcp_defaults
+from pgwork.errors import AccessDenied, BadConnectionString, EncodingRefused, PoolerNeeded, Unreachable
 
 AnyConnection = Connection[Any]
 
@@ -36,12 +37,20 @@ _REFUSED = (
 
 
 def connect(
-    dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    application_name: str = "pgwork",
+    connect_timeout: int = 10,
+    prepare: bool = True,
 ) -> AnyConnection:
     """A new connection, with failures turned into one clear line that never shows a password."""
+    check_dsn(dsn)
     try:
         conn: AnyConnection = psycopg.connect(
-            with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
+            with_tcp_defaults(dsn),
+            **connection_kwargs(autocommit, application_name, PREPARE_THRESHOLD if prepare else None),
+            connect_timeout=connect_timeout,
         )
     except (psycopg.ProgrammingError, psycopg.OperationalError) as exc:
         raise connect_error(dsn, exc) from None
@@ -50,12 +59,20 @@ def connect(
 
 
 async def aconnect(
-    dsn: str, *, autocommit: bool = True, application_name: str = "pgwork", connect_timeout: int = 10
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    application_name: str = "pgwork",
+    connect_timeout: int = 10,
+    prepare: bool = True,
 ) -> AsyncConnection[Any]:
     """`connect` for asyncio: the same keepalives, loaders and one-line errors."""
+    check_dsn(dsn)
     try:
         conn: AsyncConnection[Any] = await AsyncConnection.connect(
-            with_tcp_defaults(dsn), **connection_kwargs(autocommit, application_name), connect_timeout=connect_timeout
+            with_tcp_defaults(dsn),
+            **connection_kwargs(autocommit, application_name, PREPARE_THRESHOLD if prepare else None),
+            connect_timeout=connect_timeout,
         )
     except (psycopg.ProgrammingError, psycopg.OperationalError) as exc:
         raise connect_error(dsn, exc) from None
@@ -63,7 +80,14 @@ async def aconnect(
     return conn
 
 
-def connection_kwargs(autocommit: bool, application_name: str, prepare_threshold: int | None = 5) -> dict[str, Any]:
+# psycopg prepares a statement server-side on its 5th run on one connection; None never does
+# (what a transaction-mode pooler needs: the next transaction may run on another backend).
+PREPARE_THRESHOLD = 5
+
+
+def connection_kwargs(
+    autocommit: bool, application_name: str, prepare_threshold: int | None = PREPARE_THRESHOLD
+) -> dict[str, Any]:
     """What every pgwork connection (direct or pooled, sync or async) is opened with."""
     return {
         "autocommit": autocommit,
@@ -73,11 +97,20 @@ def connection_kwargs(autocommit: bool, application_name: str, prepare_threshold
     }
 
 
+def check_dsn(dsn: str) -> None:
+    """BadConnectionString, quoting nothing of `dsn`, for a value libpq would misread: a bare
+    password, or a password whose unencoded @ / or space would land in the host, port or database
+    name (and from there in libpq's messages and the pool's log). Checked before anything connects."""
+    problem = dsn_error(dsn)
+    if problem is not None:
+        raise BadConnectionString(f"invalid connection string: {problem}")
+
+
 def connect_error(dsn: str, exc: psycopg.Error) -> Unreachable:
-    """libpq's failure to connect as pgwork's error: one line, no password."""
+    """libpq's failure to connect as pgwork's error: one line, nothing of the connection string's secret."""
     if isinstance(exc, psycopg.ProgrammingError):  # malformed connection string
-        return BadConnectionString(f"invalid connection string: {redact(str(exc)).strip()}")
-    first = first_error_line(exc)
+        return BadConnectionString(f"invalid connection string: {scrub(str(exc), dsn).strip()}")
+    first = first_error_line(exc, dsn)
     text = str(exc).lower()
     if any(marker in text for marker in _MALFORMED):
         return BadConnectionString(f"invalid connection string for {describe(dsn)}: {first}")
@@ -87,6 +120,27 @@ def connect_error(dsn: str, exc: psycopg.Error) -> Unreachable:
             "connection string or the Secret it comes from; retrying will not help)"
         )
     return Unreachable(f"cannot connect to {describe(dsn)}: {first}")
+
+
+POOLER_FIX = (
+    "set PGWORK_POOLER=transaction (`--pooler transaction`, `spec.database.pooler: transaction` in a JobQueue), "
+    "or use PgBouncer >= 1.21 with max_prepared_statements > 0"
+)
+
+
+def pooler_symptom(exc: BaseException) -> bool:
+    """Whether `exc` is what a transaction-mode pooler does to a session's server-side prepared
+    statements: the next transaction ran on a server connection that lacks them, or already
+    has one of that name, or binds another statement's parameters to it (pure)."""
+    if isinstance(exc, psycopg.errors.InvalidSqlStatementName | psycopg.errors.DuplicatePreparedStatement):
+        return True
+    return isinstance(exc, psycopg.errors.ProtocolViolation) and "prepared statement" in str(exc)
+
+
+def pooler_needed(exc: BaseException) -> PoolerNeeded:
+    return PoolerNeeded(
+        f"the connection goes through a transaction-mode pooler ({first_error_line(exc)}); {POOLER_FIX}"
+    )
 
 
 def check_encoding(conn: AnyConnection) -> None:
@@ -105,8 +159,9 @@ def check_encoding_value(value: Any, dbname: str) -> None:
         )
 
 
-def first_error_line(exc: BaseException) -> str:
-    text = redact(str(exc)).strip()
+def first_error_line(exc: BaseException, dsn: str | None = None) -> str:
+    """The first line of an error's text, scrubbed of the password of `dsn` (and of any other)."""
+    text = scrub(str(exc), dsn).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 

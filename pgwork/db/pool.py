@@ -7,10 +7,19 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgwork import decoding
-from pgwork.db.connect import AnyConnection, check_idle_connection, connection_kwargs, first_error_line
+from pgwork.db.connect import (
+    AnyConnection,
+    check_dsn,
+    check_idle_connection,
+    connection_kwargs,
+    first_error_line,
+    pooler_needed,
+    pooler_symptom,
+)
 from pgwork.dsn import describe, with_tcp_defaults
 from pgwork.errors import Unreachable
 
@@ -26,7 +35,11 @@ class Pool:
     def __init__(
         self, dsn: str, *, size: int, application_name: str, prepare_threshold: int | None, timeout: float
     ) -> None:
+        check_dsn(dsn)  # before the pool's own threads log libpq's text about it
         self.timeout = timeout
+        self.prepare_threshold = prepare_threshold
+        # The first sign of a transaction-mode pooler met without the setting (see `connection`).
+        self.pooler_symptom: str | None = None
         # Monotonic instant after which no call waits for a connection any more (see give_up_at).
         self._give_up_at: float | None = None
         self._pool: ConnectionPool[AnyConnection] = ConnectionPool(
@@ -47,7 +60,7 @@ class Pool:
         except PoolTimeout as exc:
             # The server went away between the caller's check and the pool's first connections.
             self._pool.close(timeout=0)
-            raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc)}") from None
+            raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc, dsn)}") from None
 
     def close(self, timeout: float) -> None:
         self._pool.close(timeout=max(0.0, timeout))
@@ -72,13 +85,27 @@ class Pool:
 
     @contextlib.contextmanager
     def connection(self, conn: AnyConnection | None = None) -> Iterator[AnyConnection]:
-        """`conn` as given (the caller's transaction), else a pooled one committed on leaving."""
-        if conn is not None:
-            yield conn
-            return
-        pooled = self._getconn()
+        """`conn` as given (the caller's transaction), else a pooled one committed on leaving.
+        A transaction-mode pooler's symptom (a prepared statement lost between transactions)
+        turns prepared statements off for good and raises PoolerNeeded, which names the setting;
+        the same call then succeeds when repeated, so a worker can still release what it holds."""
         try:
-            with pooled:  # as the pool's own connection(): commit or roll back, never close
-                yield pooled
-        finally:
-            self._pool.putconn(pooled)
+            if conn is not None:
+                yield conn
+                return
+            pooled = self._getconn()
+            pooled.prepare_threshold = self.prepare_threshold
+            try:
+                with pooled:  # as the pool's own connection(): commit or roll back, never close
+                    yield pooled
+            finally:
+                self._pool.putconn(pooled)
+        except psycopg.Error as exc:
+            if not pooler_symptom(exc):
+                raise
+            self.prepare_threshold = None
+            if conn is not None:
+                conn.prepare_threshold = None
+            error = pooler_needed(exc)
+            self.pooler_symptom = self.pooler_symptom or str(error)
+            raise error from None

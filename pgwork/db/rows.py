@@ -225,6 +225,15 @@ class OwnerCount:
 
 
 @dataclass(frozen=True)
+class ConnectionLimits:
+    """The server's connection slots: max_connections, and those only superusers (and, on 16+,
+    roles with pg_use_reserved_connections) may take."""
+
+    max_connections: int
+    reserved: int
+
+
+@dataclass(frozen=True)
 class RoleFacts:
     rolname: str
     rolsuper: bool

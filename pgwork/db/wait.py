@@ -9,6 +9,7 @@ job finishing between the read and the wait is still heard.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -68,13 +69,17 @@ def wait_for_job(
     poll: float = 1.0,
     result: bool = True,
     application_name: str = "pgwork-wait",
+    listen: bool = True,
 ) -> Any:
+    """`listen=False` (through a transaction-mode pooler): no LISTEN and no prepared statements,
+    the outcome is only re-read every `poll` seconds."""
     check_wait(job_id, timeout, poll)
     deadline = time.monotonic() + timeout
     want = str(job_id)
     query = outcome_query(result)
-    with connect(dsn, application_name=application_name) as conn:
-        statements.execute(conn, "listen_finished")
+    with connect(dsn, application_name=application_name, prepare=listen) as conn:
+        if listen:
+            statements.execute(conn, "listen_finished")
         while True:
             try:
                 row = statements.one(conn, query, {"id": job_id}, OutcomeRow)
@@ -86,13 +91,23 @@ def wait_for_job(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise WaitTimeout(job_id, timeout, row.status if row else "unknown")
+            if not listen:
+                time.sleep(min(poll, remaining))
+                continue
             for notify in conn.notifies(timeout=min(poll, remaining)):
                 if notify.payload == want:
                     break
 
 
 async def await_job(
-    dsn: str, job_id: int, *, timeout: float, poll: float = 1.0, result: bool = True, application_name: str
+    dsn: str,
+    job_id: int,
+    *,
+    timeout: float,
+    poll: float = 1.0,
+    result: bool = True,
+    application_name: str,
+    listen: bool = True,
 ) -> Any:
     """wait_for_job on an AsyncConnection of its own: the same loop, line for line on purpose (the
     decisions it makes are check_wait, outcome_query and settle, shared with the sync one)."""
@@ -100,8 +115,9 @@ async def await_job(
     deadline = time.monotonic() + timeout
     want = str(job_id)
     query = outcome_query(result)
-    async with await aconnect(dsn, application_name=application_name) as conn:
-        await statements.aexecute(conn, "listen_finished")
+    async with await aconnect(dsn, application_name=application_name, prepare=listen) as conn:
+        if listen:
+            await statements.aexecute(conn, "listen_finished")
         while True:
             try:
                 row = await statements.aone(conn, query, {"id": job_id}, OutcomeRow)
@@ -113,6 +129,9 @@ async def await_job(
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise WaitTimeout(job_id, timeout, row.status if row else "unknown")
+            if not listen:
+                await asyncio.sleep(min(poll, remaining))
+                continue
             async for notify in conn.notifies(timeout=min(poll, remaining)):
                 if notify.payload == want:
                     break

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pgwork.credentials import EXPECTED, dsn_problem
 from pgwork.models import COUNTS
 from pgwork.operator import deletion_cost, render
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
-from pgwork.operator.credentials import EXPECTED, dsn_problem
+from pgwork.operator.connbudget import Budgets, budget_condition
 from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, jobs_by_owner
 from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
@@ -60,6 +61,7 @@ class Clients:
     kube: Kube
     queues: QueueCache
     metrics: OperatorMetrics
+    budgets: Budgets = field(default_factory=Budgets)
 
 
 def _conditions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -262,6 +264,12 @@ def autoscale(
     conditions = set_condition(
         conditions, "Scaling", True, decision.reason, decision.message, generation=generation, now=now
     )
+    conditions, exceeded = budget_condition(
+        clients.budgets, (namespace, name), spec, name=f"{namespace}/{name}", dsn=dsn, queue=queue,
+        conditions=conditions, generation=generation, now=now,
+    )  # fmt: skip
+    if exceeded is not None:
+        change.events.append(Event("Warning", "ConnectionBudgetExceeded", exceeded))
     ready = get_condition(conditions, "Ready")
     if ready is not None and ready.get("reason") in ("DatabaseUnreachable",):
         conditions = set_condition(

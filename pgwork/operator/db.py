@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import psycopg
 import psycopg_pool
 
+from pgwork.credentials import scrub
 from pgwork.db import Queue
 from pgwork.dsn import database_of
 from pgwork.errors import (
@@ -23,7 +24,6 @@ from pgwork.errors import (
     Unreachable,
 )
 from pgwork.models import COUNTS, TypeStats
-from pgwork.operator.credentials import scrub
 from pgwork.operator.scaling import LimitedWork
 
 QueueFactory = Callable[[str], Queue]
@@ -68,7 +68,9 @@ POLL_POOL_TIMEOUT = 5.0
 
 
 def default_factory(dsn: str) -> Queue:
-    return Queue(dsn, pool_size=1, application_name="pgwork-operator", pool_timeout=POLL_POOL_TIMEOUT)
+    # No prepared statements: a JobQueue's database may sit behind a transaction-mode pooler
+    # (spec.database.pooler), and a poll every few seconds gains little from them.
+    return Queue(dsn, pool_size=1, application_name="pgwork-operator", pool_timeout=POLL_POOL_TIMEOUT, prepare=False)
 
 
 def explain(exc: BaseException, secret: str | None = None) -> DatabaseProblem:

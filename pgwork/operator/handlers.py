@@ -138,6 +138,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def forget(name: str, namespace: str | None, **_: Any) -> None:
         # Owned objects go with their owner (ownerReferences); only our own state is left.
         clients().queues.release((namespace or "", name))
+        clients().budgets.forget((namespace or "", name))
         clients().metrics.forget(namespace or "", name)
 
     return registry

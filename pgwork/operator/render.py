@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from pgwork.operator import podtemplate
-from pgwork.operator.spec import API_VERSION, KIND, JobQueueSpec, SecretRef, check_name, parse_spec
+from pgwork.operator.spec import API_VERSION, KIND, DatabaseSpec, JobQueueSpec, SecretRef, check_name, parse_spec
 
 Manifest = dict[str, Any]
 
@@ -83,8 +83,19 @@ def seconds_flag(value: float) -> str:
     return f"{text}s"
 
 
-def database_env(ref: SecretRef) -> dict[str, Any]:
-    return {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+def database_env(ref: SecretRef, db: DatabaseSpec, *, listen: bool = False) -> list[dict[str, Any]]:
+    """DATABASE_URL from `ref`; behind a transaction-mode pooler PGWORK_POOLER too, and for the
+    workers (`listen`) the direct LISTEN connection string when spec.database.listenSecret names one."""
+    env: list[dict[str, Any]] = [_secret_env("DATABASE_URL", ref)]
+    if db.pooler is not None:
+        env.append({"name": "PGWORK_POOLER", "value": db.pooler})
+        if listen and db.listen is not None:
+            env.append(_secret_env("PGWORK_LISTEN_DSN", db.listen))
+    return env
+
+
+def _secret_env(name: str, ref: SecretRef) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
 
 
 def worker_args(spec: JobQueueSpec) -> list[str]:
@@ -156,7 +167,7 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
     w = spec.worker
     own_env = {e.get("name") for e in w.env}
     env = [
-        database_env(spec.database.workers),
+        *database_env(spec.database.workers, spec.database, listen=True),
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         # HF_HOME and TORCH_HOME into the model cache, unless worker.env points them elsewhere.
         *[e for e in w.volumes.worker_env() if e["name"] not in own_env],
@@ -197,7 +208,7 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
                     "imagePullPolicy": w.image_pull_policy,
                     "command": ["pgwork"],
                     "args": ["migrate"],
-                    "env": [database_env(spec.database.migrations)],
+                    "env": database_env(spec.database.migrations, spec.database),
                 }
             )
         ]
@@ -284,7 +295,7 @@ def _cronjob(
                                             "imagePullPolicy": spec.worker.image_pull_policy,
                                             "command": ["pgwork"],
                                             "args": args,
-                                            "env": [database_env(spec.database.maintenance)],
+                                            "env": database_env(spec.database.maintenance, spec.database),
                                             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}},
                                         }
                                     )

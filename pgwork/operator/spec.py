@@ -30,7 +30,7 @@ MAX_NAME_LENGTH = kubenames.CRONJOB_NAME_MAX - len("-reaper")
 
 # The values the CRD fills in when a field is left out; tests check crd.yaml says the same.
 DEFAULTS: dict[str, Any] = {
-    "database": {"secretKey": "dsn", "migrate": True},
+    "database": {"secretKey": "dsn", "migrate": True, "pooler": "none"},
     "worker": {
         "imagePullPolicy": "IfNotPresent",
         "command": ["pgwork"],
@@ -79,6 +79,10 @@ class DatabaseSpec:
     migrations: SecretRef
     workers: SecretRef
     maintenance: SecretRef
+    # "transaction" behind a transaction-mode pooler (PGWORK_POOLER in every pod), else None; and
+    # the workers' direct connection string for LISTEN only (PGWORK_LISTEN_DSN), if any.
+    pooler: str | None = None
+    listen: SecretRef | None = None
 
     @property
     def default(self) -> SecretRef:
@@ -147,6 +151,18 @@ def _secret_ref(db: Reader, name: str, default: SecretRef) -> SecretRef:
     return SecretRef(secret, key, ref.field("name"))
 
 
+def _pooler(db: Reader) -> str | None:
+    value = db.raw.get("pooler", "none")
+    if value not in POOLER_MODES:
+        raise SpecError(
+            "spec.database.pooler",
+            f"{shown(value)} is not a pooler mode",
+            "transaction behind PgBouncer's pool_mode = transaction (or any transaction-mode pooler), else none",
+        )
+    return "transaction" if value == "transaction" else None
+
+
+POOLER_MODES = ("none", "transaction")
 _NAME_FIX = (
     "name a Secret in the JobQueue's own namespace: at most 253 lower-case letters, digits, '-' and '.' "
     "(a DNS-1123 subdomain, no '/')"
@@ -171,7 +187,7 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     secret_key = db.string("secretKey")
     db.checked("secretKey", kubenames.is_secret_key(secret_key), secret_key, _KEY_FIX)
     assert secret_name is not None and secret_key is not None
-    unknown = sorted(set(db.raw) - {"secretName", "secretKey", "migrate", *ROLE_SECRETS})
+    unknown = sorted(set(db.raw) - {"secretName", "secretKey", "migrate", "pooler", "listenSecret", *ROLE_SECRETS})
     if unknown:
         raise SpecError(f"spec.database.{unknown[0]}", "is not a field of spec.database", "see the JobQueue reference")
     default = SecretRef(secret_name, secret_key, "spec.database.secretName")
@@ -182,7 +198,15 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
         migrations=_secret_ref(db, "migrationsSecret", default),
         workers=_secret_ref(db, "workersSecret", default),
         maintenance=_secret_ref(db, "maintenanceSecret", default),
+        pooler=_pooler(db),
+        listen=_secret_ref(db, "listenSecret", default) if db.raw.get("listenSecret") is not None else None,
     )
+    if database.listen is not None and database.pooler is None:
+        raise SpecError(
+            "spec.database.listenSecret",
+            "is used only behind a transaction-mode pooler",
+            "set database.pooler: transaction, or leave listenSecret out (workers LISTEN on their own DSN)",
+        )
 
     job_types = root.raw.get("jobTypes")
     if not isinstance(job_types, list) or not job_types:

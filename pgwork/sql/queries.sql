@@ -179,6 +179,13 @@ SELECT * FROM pgwork.retrying_jobs(coalesce(%(now)s::timestamptz, now()));
 -- name: dead :many
 SELECT * FROM pgwork.dead_jobs() LIMIT %(limit)s;
 
+-- name: connection_limits :one
+-- The operator's connection budget (pgwork.budget): slots any role may take are max_connections
+-- less superuser_reserved_connections and, on 16+, reserved_connections.
+SELECT current_setting('max_connections')::int AS max_connections,
+       current_setting('superuser_reserved_connections')::int
+       + coalesce(current_setting('reserved_connections', true), '0')::int AS reserved;
+
 -- name: running_by_owner :many
 -- How many jobs each worker holds, for the operator's pod-deletion-cost.
 SELECT * FROM pgwork.running_by_owner(%(job_types)s::text[]);

@@ -24,7 +24,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from pgwork.dsn import redact
+from pgwork.credentials import redact
 from pgwork.ui import charts
 from pgwork.ui.data import CHART_CAP, COUNT_CAP, Console, action_states
 from pgwork.ui.filters import BULK_CAP, BULK_SCAN, PAGE, SCAN, STATES, FilterError, parse_filter, parse_ids

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import traceback
 
+from pgwork.credentials import redact
 from pgwork.decoding import undecodable_reason
-from pgwork.dsn import redact
 from pgwork.models import ClaimedJob
 
 log = logging.getLogger("pgwork.worker")

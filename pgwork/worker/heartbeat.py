@@ -24,7 +24,7 @@ import time
 import psycopg
 
 from pgwork.db import AnyConnection, Queue, connect
-from pgwork.errors import PgworkError
+from pgwork.errors import PgworkError, PoolerNeeded
 from pgwork.models import Lease, LeaseState, Renewal, WorkerLease
 from pgwork.progress import Progress
 from pgwork.worker.attempt import AttemptState
@@ -34,7 +34,9 @@ from pgwork.worker.registry import StopReason
 
 log = logging.getLogger("pgwork.worker.heartbeat")
 
-TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError)
+# PoolerNeeded: the Queue turned prepared statements off on meeting a pooler; the same write
+# succeeds when repeated (and the worker, told by Queue.pooler_symptom, stops).
+TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError, PoolerNeeded)
 _RENEWED = (AttemptState.WAITING, AttemptState.RUNNING, AttemptState.FINISHING)
 
 
@@ -108,7 +110,7 @@ class Heartbeat(threading.Thread):
     def _connection(self) -> AnyConnection:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self._queue.dsn, application_name=f"{self._queue.application_name}-heartbeat")
-            if not self._prepare:
+            if not self._prepare or not self._queue.prepares:
                 self._conn.prepare_threshold = None
         return self._conn
 
@@ -143,10 +145,16 @@ class Heartbeat(threading.Thread):
         # Progress reported since the last round rides on this renewal (no statement of its own).
         progress = {h.claimed.id: p for h in held if (p := h.job.take_progress()) is not None}
         # An idle worker sends nothing: its worker lease lapses, and the next job's first renewal
-        # renews it again (and adopts that job).
-        if held and self._worker is None:
+        # renews it again (and adopts that job). Nor does it keep its session connection open:
+        # an idle fleet holds one connection per worker less (pgwork.budget).
+        if not held:
+            self._close()
+            self.rounds += 1
+            self._metrics.heartbeat_ok()  # nothing to renew is a round that went well
+            return
+        if self._worker is None:
             self.register()
-        worker = self._worker if held else None
+        worker = self._worker
         sent = time.monotonic()
         try:
             renewal = self._send([h.lease for h in held], worker, progress)

@@ -18,6 +18,9 @@ MAX_BATCH = 10_000
 # usage or connection error, 130 an interrupt); pgwork.worker.timeouts acts on them.
 DEFAULT_MAX_ABANDONED = 3
 EXIT_ABANDONED = 3
+# A worker that met a transaction-mode pooler without PGWORK_POOLER=transaction releases what it
+# holds and exits with this code (its last log line names the setting).
+EXIT_POOLER = 4
 
 
 def is_app_name(text: str) -> bool:

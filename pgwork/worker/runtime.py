@@ -46,7 +46,7 @@ from pgwork.worker.finishes import Finisher
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Holdings
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
-from pgwork.worker.options import WorkerOptions
+from pgwork.worker.options import EXIT_POOLER, WorkerOptions
 from pgwork.worker.registry import HandlerSpec, Job, Registry
 from pgwork.worker.runners import Runners
 from pgwork.worker.shutdown import Shutdown
@@ -127,10 +127,12 @@ class Worker:
             self.metrics,
             interval=options.heartbeat,
             lease=options.lease,
-            prepare=prepare,
+            prepare=prepare and queue.pooling.prepares,
             owner=options.worker_id,
         )
-        self._listener = WakeListener(queue, self._wake, frozenset(types)) if options.listen else None
+        # Behind a transaction-mode pooler only a direct listen_dsn can carry LISTEN.
+        listening = options.listen and queue.can_listen
+        self._listener = WakeListener(queue, self._wake, frozenset(types)) if listening else None
         # Per job type, once: the handler's registration as this worker runs it (--batch-wait
         # over a batch handler's own), and whether it runs on the event loop.
         self._handlers: dict[str, tuple[HandlerSpec, bool]] = {}
@@ -225,6 +227,22 @@ class Worker:
         self.exit_code = EXIT_ABANDONED
         self.request_stop()
 
+    def _pooler_met(self) -> bool:
+        """A transaction-mode pooler met without the setting (Queue.pooler_symptom): stop
+        claiming, release everything held at once (the Queue already turned prepared statements
+        off, so the releases go through), and exit EXIT_POOLER with one line naming the setting."""
+        symptom = self.queue.pooler_symptom
+        if symptom is None or self.exit_code == EXIT_POOLER:
+            return symptom is not None
+        log.error("%s; releasing the jobs held and exiting %d", symptom, EXIT_POOLER)
+        self.exit_code = EXIT_POOLER
+        now = time.monotonic()
+        self._set_deadline(now)
+        self._stop.set()
+        self._force.set()
+        self._wake.set()
+        return True
+
     def _set_deadline(self, grace_ends: float) -> None:
         if self._grace_ends is not None and self._grace_ends <= grace_ends:
             return
@@ -291,7 +309,8 @@ class Worker:
             self.options.batch,
             self.options.lease,
             self.options.heartbeat,
-            "LISTEN + polling" if self._listener else "polling only",
+            ("LISTEN + polling" if self._listener else "polling only")
+            + ("" if self.queue.pooling.prepares else f", {self.queue.pooling.describe()}"),
         )
         try:
             if self._children is not None:
@@ -325,7 +344,7 @@ class Worker:
 
     def _loop(self) -> None:
         claim_backoff = 0.0
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self._pooler_met():
             self._last_tick = time.monotonic()
             self._wake.clear()
             if claim_backoff:
@@ -342,6 +361,8 @@ class Worker:
                     try:
                         claimed = self._claim(room)
                     except (*TRANSIENT, PgworkError) as exc:
+                        if self._pooler_met():
+                            break
                         self._claim_ok = False
                         claim_backoff = min(max(claim_backoff * 2, 0.25), MAX_CLAIM_BACKOFF)
                         log.warning("claim failed (%s); retrying in %gs", first_line(exc), claim_backoff)

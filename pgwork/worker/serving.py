@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from pgwork import tracing
+from pgwork.budget import pool_size
 from pgwork.db import Queue
 from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
 from pgwork.worker.heartbeat import TRANSIENT
@@ -92,7 +93,7 @@ def _open_queue(dsn: str, options: WorkerOptions, stopper: Stopper) -> Queue | N
         try:
             return Queue(
                 dsn,
-                pool_size=min(options.concurrency, 8) + 1,
+                pool_size=pool_size(options.concurrency),
                 application_name=f"pgwork-worker:{options.worker_id}"[:63],
                 prepare=options.listen,
             )

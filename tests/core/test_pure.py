@@ -8,8 +8,9 @@ import psycopg
 import pytest
 
 from pgwork.backoff import Backoff
+from pgwork.credentials import redact
 from pgwork.db.statements import statement
-from pgwork.dsn import describe, redact, resolve_dsn, with_tcp_defaults
+from pgwork.dsn import describe, resolve_dsn, with_tcp_defaults
 from pgwork.durations import parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.failure import MAX_RETRY_DELAY, DeadReason, FailureDecision, decide_failure

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgwork.operator.credentials import EXPECTED, MIN_FRAGMENT, dsn_problem, scrub, sensitive_parts
+from pgwork.credentials import EXPECTED, MIN_FRAGMENT, dsn_problem, scrub, sensitive_parts
 
 
 def runs(secret: str) -> set[str]:

@@ -10,6 +10,7 @@ import pytest
 from pgwork.durations import parse_duration
 from pgwork.operator.fields import SpecError
 from pgwork.operator.render import DELETION_COST, names, render_all, seconds_flag, selector_string
+from tests.support.manifests import env_entries
 
 UID = "0b6f2d6e-1111-4a8e-9f3a-5c2a9c3f0001"
 
@@ -308,6 +309,30 @@ def test_one_secret_serves_every_role_by_default() -> None:
     refs = _secret_refs(render_all(body()))
     assert set(refs) == {"worker", "migrate", "reaper", "retention"}
     assert all(ref == {"name": "db", "key": "url"} for ref in refs.values())
+
+
+def _env_of(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """name -> env entry of every container and init container in a rendered manifest."""
+    return {entry["name"]: entry for entry in env_entries(manifest)}
+
+
+def test_pooler_transaction_reaches_every_pod_and_listen_dsn_only_the_workers() -> None:
+    database = {"pooler": "transaction", "listenSecret": {"name": "queue-direct"}}
+    manifests = {m["kind"] + "/" + m["metadata"]["name"]: m for m in render_all(body(database=database))}
+    pods = {k: _env_of(m) for k, m in manifests.items() if k.split("/")[0] in ("Deployment", "CronJob")}
+    assert len(pods) == 3
+    for name, env in pods.items():
+        assert env["PGWORK_POOLER"] == {"name": "PGWORK_POOLER", "value": "transaction"}, name
+        listen = env.get("PGWORK_LISTEN_DSN")
+        if name.startswith("Deployment"):
+            assert listen == {
+                "name": "PGWORK_LISTEN_DSN",
+                "valueFrom": {"secretKeyRef": {"name": "queue-direct", "key": "dsn"}},
+            }
+        else:
+            assert listen is None, name
+    plain = [_env_of(m) for m in render_all(body()) if m["kind"] in ("Deployment", "CronJob")]
+    assert plain and all("PGWORK_POOLER" not in env and "PGWORK_LISTEN_DSN" not in env for env in plain)
 
 
 def test_each_role_gets_its_own_secret_when_given() -> None:

@@ -10,21 +10,21 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
 import yaml
 from psycopg import sql
 
+from pgwork.credentials import redact
 from pgwork.db import Queue, migrate
-from pgwork.dsn import redact
 from pgwork.errors import Unreachable
 from pgwork.operator import render
 from pgwork.operator.db import explain
 from pgwork.operator.spec import parse_spec
 from pgwork.tools.chaos.server import PrivateServer
 from tests.support.cli import env, one_line_error, pgwork
+from tests.support.manifests import env_entries
 from tests.support.waiting import wait_for
 
 OPERATOR_DIR = Path(__file__).resolve().parents[2] / "pgwork" / "operator"
@@ -278,24 +278,6 @@ def test_operator_status_never_carries_the_password(private_server: PrivateServe
         assert secret not in str(caught.value)
 
 
-def _env_entries(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    entries = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if "containers" in node:
-                for c in node["containers"] + node.get("initContainers", []):
-                    entries.extend(c.get("env", []))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(manifest)
-    return entries
-
-
 def test_operator_takes_credentials_only_from_secrets() -> None:
     body = {
         "apiVersion": "pgwork.dev/v1alpha1",
@@ -309,10 +291,10 @@ def test_operator_takes_credentials_only_from_secrets() -> None:
     }
     parse_spec(body["spec"])
     manifests = render.render_all(body)
-    with_containers = [m for m in manifests if _env_entries(dict(m))]
+    with_containers = [m for m in manifests if env_entries(dict(m))]
     assert {m["kind"] for m in with_containers} >= {"Deployment", "CronJob"}
     for manifest in with_containers:
-        database_env = [e for e in _env_entries(dict(manifest)) if e["name"] == "DATABASE_URL"]
+        database_env = [e for e in env_entries(dict(manifest)) if e["name"] == "DATABASE_URL"]
         # Every container that needs the database (the worker, the migrating init container,
         # the CronJobs) reads it from the Secret, never from a literal value.
         assert database_env, manifest["kind"]
@@ -326,8 +308,11 @@ def test_operator_takes_credentials_only_from_secrets() -> None:
     # The CRD offers no field that could hold a DSN or password in the JobQueue itself.
     crd = yaml.safe_load((OPERATOR_DIR / "crd.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    roles = {"migrationsSecret", "workersSecret", "maintenanceSecret"}  # Secret references too: {name, key}
-    assert set(schema["properties"]["database"]["properties"]) <= {"secretName", "secretKey", "migrate", *roles}
+    # Secret references too: {name, key}
+    roles = {"migrationsSecret", "workersSecret", "maintenanceSecret", "listenSecret"}
+    database = schema["properties"]["database"]["properties"]
+    assert set(database) <= {"secretName", "secretKey", "migrate", "pooler", *roles}
+    assert database["pooler"]["enum"] == ["none", "transaction"]  # a mode, never a connection string
     for role in roles:
         assert set(schema["properties"]["database"]["properties"][role]["properties"]) == {"name", "key"}
     assert "password" not in yaml.safe_dump(schema).lower().replace("never written here", "")

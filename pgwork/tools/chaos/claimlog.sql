@@ -88,3 +88,12 @@ SELECT count(*) AS held
  WHERE j.status = 'running' AND j.lease_owner = %(owner)s
    AND j.started_at + make_interval(secs => coalesce((j.payload ->> 'ms')::float8, 0) / 1000)
        > clock_timestamp() + interval '150 milliseconds';
+
+-- name: after_promotion
+-- The failover run: the first claim and the first finish the new primary saw after the promotion.
+SELECT extract(epoch FROM min(j.started_at) FILTER (WHERE j.started_at > to_timestamp(%(at)s)) - to_timestamp(%(at)s))::float8
+           AS first_claim,
+       extract(epoch FROM min(j.completed_at) FILTER (WHERE j.completed_at > to_timestamp(%(at)s))
+               - to_timestamp(%(at)s))::float8 AS first_finish,
+       count(*) FILTER (WHERE j.status = 'succeeded' AND j.completed_at <= to_timestamp(%(at)s))::int AS finished_before
+  FROM pgwork.jobs AS j;

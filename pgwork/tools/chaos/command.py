@@ -10,7 +10,10 @@ from types import FrameType
 
 from pgwork.durations import parse_duration
 from pgwork.errors import PgworkError
+from pgwork.tables import render
+from pgwork.tools.chaos import failover
 from pgwork.tools.chaos.harness import Config, run
+from pgwork.tools.chaos.invariants import as_rows
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -24,6 +27,12 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lease", default="3s")
     p.add_argument("--heartbeat", default="1s")
     p.add_argument("--faults-per-minute", type=float, default=24.0)
+    p.add_argument(
+        "--failover",
+        choices=("sync", "async"),
+        help="instead of the random faults: a streaming standby, the primary killed (-9) mid-run and the standby "
+        "promoted, workers and reaper on a multi-host DSN; sync or async replication",
+    )
     p.add_argument("--keep", action="store_true", help="keep the server's files and worker logs")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -57,9 +66,16 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     # SIGINT ignored): unwind, so the workers are stopped and the private server shut down.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _interrupt)
-    report = run(config, keep=args.keep)
-    if args.json:
-        print(json.dumps({r["figure"]: r["value"] for r in report.rows()} | {"violations": report.violations}))
+    extra: list[tuple[str, object]] = []
+    if args.failover:
+        report, figures = failover.run(config, args.failover, keep=args.keep)
+        extra = failover.describe(figures)
     else:
+        report = run(config, keep=args.keep)
+    if args.json:
+        rows = {r["figure"]: r["value"] for r in report.rows()} | dict(extra)
+        print(json.dumps(rows | {"violations": report.violations}))
+    else:
+        print(render(as_rows(extra)) + "\n" if extra else "", end="")
         print(report.render())
     return 0 if report.ok else 1

@@ -325,15 +325,19 @@ class Run:
         finally:
             for paused in resumes:
                 self.resume(paused, time.monotonic() - began)
-            self.fleet.stop_all()
-            stop_reaper.set()
-            reaper_thread.join(timeout=30)
-            reaper.close()
-        if self._admin is not None:
-            self._admin.close()
+            self.wind_down(stop_reaper, reaper_thread, reaper)
         self.final_reap()
         seconds = time.monotonic() - began
         return self.judge(reaper, seconds)
+
+    def wind_down(self, stop_reaper: threading.Event, reaper_thread: threading.Thread, reaper: Reaper) -> None:
+        """Workers stopped (they drain), the reaper thread stopped, the harness's connection closed."""
+        self.fleet.stop_all()
+        stop_reaper.set()
+        reaper_thread.join(timeout=30)
+        reaper.close()
+        if self._admin is not None:
+            self._admin.close()
 
     def final_reap(self) -> None:
         """Whatever still runs now belongs to no live worker: wait out its lease and reap it."""

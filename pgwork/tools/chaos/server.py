@@ -13,6 +13,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from psycopg.conninfo import make_conninfo
 
 from pgwork import embedded
@@ -237,3 +239,68 @@ def running(**kwargs: Any) -> Iterator[PrivateServer]:
         yield server
     finally:
         server.remove()
+
+
+STANDBY_NAME = "pgwork_standby"
+
+
+def standby(primary: PrivateServer, *, synchronous: bool) -> PrivateServer:
+    """A streaming standby of `primary` on another port: pg_basebackup (with standby.signal and
+    primary_conninfo), started and caught up. `synchronous` makes the primary wait for it at each
+    commit (synchronous_standby_names = 'FIRST 1 (pgwork_standby)', synchronous_commit on)."""
+    with (primary.data / "pg_hba.conf").open("a") as f:
+        f.write("host replication all 127.0.0.1/32 scram-sha-256\n")
+    primary._pg_ctl("reload")
+    base = Path(tempfile.mkdtemp(prefix="pgwork-private-standby-", dir=primary.base.parent))
+    base.chmod(0o755)
+    run_as = _run_as()
+    if run_as:
+        _make_traversable(base)
+        os.chown(base, run_as["user"], run_as["group"])
+    env = {**os.environ, "PGPASSWORD": primary.password}
+    result = subprocess.run(
+        [str(primary.bindir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(primary.port), "-U", SUPERUSER,
+         "-D", str(base / "data"), "-X", "stream", "-R", "--no-sync", "-c", "fast"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=base, env=env, **run_as,
+    )  # fmt: skip
+    if result.returncode != 0:
+        shutil.rmtree(base, ignore_errors=True)
+        raise DatabaseError(f"pg_basebackup failed: {result.stderr.strip() or result.stdout.strip()}")
+    replica = PrivateServer(base, primary.bindir, free_port(), primary.password, dict(primary.settings))
+    conninfo = make_conninfo(
+        "", host="127.0.0.1", port=str(primary.port), user=SUPERUSER, password=primary.password,
+        application_name=STANDBY_NAME,
+    )  # fmt: skip
+    with (replica.data / "postgresql.conf").open("a") as f:
+        f.write(f"\n# pgwork standby\nport = {replica.port}\n")
+    # After the -R line: the auto file is read last, and its last line wins.
+    with (replica.data / "postgresql.auto.conf").open("a") as f:
+        f.write(f"primary_conninfo = '{conninfo}'\n")
+    replica.start()
+    with psycopg.connect(primary.dsn(), autocommit=True) as conn:
+        if synchronous:
+            conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 ({STANDBY_NAME})'")
+            conn.execute("SELECT pg_reload_conf()")
+        want = "sync" if synchronous else "async"
+        deadline = time.monotonic() + 60
+        while True:
+            row = conn.execute(
+                "SELECT sync_state FROM pg_stat_replication WHERE application_name = %s AND state = 'streaming'",
+                (STANDBY_NAME,),
+            ).fetchone()
+            if row is not None and row[0] == want:
+                return replica
+            if time.monotonic() > deadline:
+                replica.remove()
+                raise DatabaseError(f"the standby is not streaming ({want}) after 60s; log: {replica.logfile}")
+            time.sleep(0.1)
+
+
+def crash(srv: PrivateServer) -> None:
+    """kill -9 the postmaster, as a lost machine would: no shutdown, nothing more sent to a standby."""
+    pid = int((srv.data / "postmaster.pid").read_text().splitlines()[0])
+    os.kill(pid, signal.SIGKILL)
+
+
+def promote(srv: PrivateServer) -> None:
+    srv._pg_ctl("-w", "-t", "60", "promote")

@@ -27,9 +27,11 @@ from pgwork.tools.lab import (
     heartbeat,
     held,
     history,
+    latency,
     linear,
     noisy,
     plots,
+    pooled,
     prune,
     report,
     results,
@@ -57,9 +59,13 @@ EXPERIMENTS: dict[str, Any] = {
     "linear": linear,
     "gpu": gpu,
     "cpu-bound": cpubound,
+    "pooler": pooled,
+    "latency": latency,
 }
-# Run only when named with --only: they measure models and CPU-bound jobs for minutes, not the queue.
-ON_REQUEST = frozenset({"gpu", "cpu-bound"})
+# Run only when named with --only: gpu and cpu-bound measure models and CPU-bound jobs for minutes, not
+# the queue; the pooler experiment needs PgBouncer installed and starts a fleet of worker processes (100
+# in the full plan); latency repeats the worker drain at each RTT.
+ON_REQUEST = frozenset({"gpu", "cpu-bound", "pooler", "latency"})
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")
 IMG_DIR = Path("docs/img")

@@ -175,8 +175,9 @@ def _drain_with_bare_loop(lab: LabDatabase, case: Case) -> None:
     ClaimerFleet([ClaimerSpec(lab.dsn, "bare-loop", BARE, 0.0, case.jobs / 50 + 120)]).wait()
 
 
-def _drain_with_pgqueuer(lab: LabDatabase, case: Case, violations: list[str]) -> float:
-    env = worker_env(lab.dsn)
+def _drain_with_pgqueuer(lab: LabDatabase, case: Case, violations: list[str], dsn: str | None = None) -> float:
+    """pgqueuer draining the case's jobs on `dsn` (default the lab's): jobs/s."""
+    env = worker_env(dsn or lab.dsn)
     command = [sys.executable, "-m", "pgwork.tools.lab.pgqueuer_drain", str(case.jobs), str(case.batch)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=case.jobs / 50 + 120, check=False)
     if done.returncode != 0:

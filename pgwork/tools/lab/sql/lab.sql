@@ -299,3 +299,10 @@ SELECT avg((r.result ->> 'wall')::float8) AS wall,
        avg((r.result ->> 'cpu')::float8) AS cpu,
        avg((r.result ->> 'faults')::float8) AS faults
   FROM pgwork.job_results AS r;
+
+-- name: worker_backends
+-- Server connections serving `pgwork worker` processes in the lab database (through PgBouncer the
+-- pooler sets each server connection's application_name to its current client's).
+SELECT count(*)::int AS n
+  FROM pg_stat_activity AS a
+ WHERE a.datname = current_database() AND a.application_name LIKE 'pgwork-worker:%%';

@@ -1,5 +1,6 @@
-"""A connection string read from a Secret: its shape checked in our own words, and every text that
-may quote it scrubbed. Pure.
+"""A connection string (from a Secret, --dsn or DATABASE_URL): its shape checked in our own words,
+and every text that may quote it scrubbed. Pure. The one scrubbing function, `scrub`, serves the
+operator, the CLI, the worker's log, Queue/AsyncQueue/App and the lab alike.
 
 libpq quotes what it could not parse (`missing "=" after "hunter2"`, `unexpected spaces found in
 "my pass"`), and a password holding an unencoded `@` or `/` moves part of it into the host, port or
@@ -16,8 +17,6 @@ from urllib.parse import quote
 
 from psycopg.conninfo import conninfo_to_dict
 
-from pgwork.dsn import redact
-
 # No run of this many characters of a secret may appear in anything the operator writes.
 MIN_FRAGMENT = 4
 EXPECTED = (
@@ -26,6 +25,11 @@ EXPECTED = (
     "or key=value pairs such as host=db dbname=app user=app password='...'"
 )
 _URI = re.compile(r"postgres(ql)?://", re.IGNORECASE)
+# Up to the last @ of the token: a password with an unescaped @ in it ("p@ss") must not leave
+# its tail ("ss@host") behind. Over-redacting a host is the safe side.
+_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)(\S*)(@)")
+# libpq lets an unquoted value escape a space with a backslash: password=abc\ def is "abc def".
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])+)", re.IGNORECASE)
 # A host name, an IPv4/IPv6 address (libpq drops the brackets; %zone allowed), or empty.
 _HOST = re.compile(r"[A-Za-z0-9._:%\-]*")
 _PORT = re.compile(r"[0-9]+")
@@ -55,6 +59,21 @@ def dsn_problem(value: str) -> str | None:
     return None
 
 
+def dsn_error(dsn: str) -> str | None:
+    """None for a connection string pgwork may hand to libpq (empty: libpq's PG* variables), else
+    one line saying what is wrong and the shape expected, quoting nothing of the value."""
+    if not dsn.strip():
+        return None
+    problem = dsn_problem(dsn)
+    return None if problem is None else f"the connection string {problem}; {EXPECTED}"
+
+
+def redact(text: str) -> str:
+    """`text` with any password in a URI or key=value connection string replaced by ***."""
+    text = _URI_PASSWORD.sub(r"\1***\3", text)
+    return _KV_PASSWORD.sub(r"\1***", text)
+
+
 def sensitive_parts(secret: str) -> list[str]:
     """What of a Secret value no run of MIN_FRAGMENT characters may be shown from: the password
     of a connection string (as given and percent-encoded), or the whole value when it is not a
@@ -71,7 +90,10 @@ def sensitive_parts(secret: str) -> list[str]:
 def scrub(text: str, secret: str | None) -> str:
     """`text` without the secret: passwords in connection strings, the whole value, and every
     run of MIN_FRAGMENT or more characters of its sensitive parts replaced by ***. Host, user and
-    database names stay, so a message can still say where it failed to connect."""
+    database names stay, so a message can still say where it failed to connect. pgwork's own
+    description of the shape expected (EXPECTED, which quotes nothing) passes unchanged."""
+    if EXPECTED in text:
+        return EXPECTED.join(scrub(part, secret) for part in text.split(EXPECTED))
     text = redact(text)
     if not secret:
         return text
