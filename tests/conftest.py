@@ -52,15 +52,19 @@ def migrated_template(databases: Databases) -> str:
 
 
 @pytest.fixture
-def empty_dsn(databases: Databases) -> str:
+def empty_dsn(databases: Databases) -> Iterator[str]:
     """A new UTF8 database without the pgwork schema."""
-    return databases.create()
+    made = databases.create()
+    yield made
+    databases.drop(made)
 
 
 @pytest.fixture
-def dsn(databases: Databases, migrated_template: str) -> str:
+def dsn(databases: Databases, migrated_template: str) -> Iterator[str]:
     """A new database with the pgwork schema applied."""
-    return databases.create(template=migrated_template)
+    made = databases.create(template=migrated_template)
+    yield made
+    databases.drop(made)
 
 
 @pytest.fixture

@@ -54,15 +54,26 @@ def alert_expr(name: str) -> str:
     return str(next(r["expr"] for r in rules if r.get("alert") == name))
 
 
+PER_DATABASE = {"pgwork_jobs_without_consumer"}
+
+
 def test_operator_exports_exactly_the_contract_gauges() -> None:
     names = {family.name for family in text_string_to_metric_families(exposition())}
     queue_contract = {m for m in contract_metrics() if m.startswith("pgwork_queue_")}
-    assert names == queue_contract
+    # Per-database gauges (docs/architecture.md, "Per database") are the operator's too.
+    assert names - PER_DATABASE == queue_contract
+    assert contract_metrics() >= PER_DATABASE
     for family in text_string_to_metric_families(exposition()):
-        # Every series names its JobQueue; the lower-bound gauge also says which figure was capped.
-        extra = {"figure"} if family.name == "pgwork_queue_count_lower_bound" else set()
+        # Every series names its JobQueue, or its database and job type; the lower-bound gauge also
+        # says which figure was capped.
+        if family.name in PER_DATABASE:
+            expected = {"database", "job_type"}
+        else:
+            expected = {"namespace", "jobqueue"} | (
+                {"figure"} if family.name == "pgwork_queue_count_lower_bound" else set()
+            )
         for sample in family.samples:
-            assert set(sample.labels) == {"namespace", "jobqueue"} | extra
+            assert set(sample.labels) == expected
 
 
 def test_promtool_accepts_the_exposition(tmp_path: Path) -> None:
