@@ -3,7 +3,7 @@ pgwork.db.queue adds the writes. Split only to keep each module small: use `Queu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
@@ -81,6 +81,12 @@ class QueueBase:
     def backoff_for(self, job_type: str | None) -> Backoff:
         """The backoff for a job type's retries: its handler's own, else the Queue's."""
         return self.backoffs.get(job_type or "", self.backoff)
+
+    def on_limit_skipped(self, callback: Callable[[str], None] | None) -> None:
+        """Call `callback(job_type)` each time a claim skips a limited type because another
+        session holds its limit row (migration 0016): the claim took the other types instead of
+        waiting. The worker counts these in pgwork_claim_limit_skipped_total."""
+        self._pool.on_limit_skipped = callback
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the pool, waiting at most `timeout` seconds for its background threads."""

@@ -120,6 +120,13 @@ class WorkerMetrics:
             buckets=BATCH_WAIT_BUCKETS,
             registry=r,
         )
+        self.limit_skipped = Counter(
+            "pgwork_claim_limit_skipped_total",
+            "Claims that left out a limited job type because another session held its limit row "
+            "(a claim never waits on it for more than a few milliseconds), by job type.",
+            ["job_type"],
+            registry=r,
+        )
         self.abandoned_threads = Gauge(
             "pgwork_worker_abandoned_threads",
             "Handler threads this worker gave up on that are still running (past --max-abandoned it drains and exits).",
@@ -137,6 +144,7 @@ class WorkerMetrics:
             self.lease_lost.labels(job_type)
             self.timed_out.labels(job_type)
             self.abandoned.labels(job_type)
+            self.limit_skipped.labels(job_type)
             for outcome in OUTCOMES:
                 self.jobs_finished.labels(job_type, outcome)
                 self.job_duration.labels(job_type, outcome)
@@ -148,6 +156,9 @@ class WorkerMetrics:
         self.job_duration.labels(job_type, outcome).observe(seconds)
         if outcome == "lease_lost":
             self.lease_lost.labels(job_type).inc()
+
+    def claim_skipped(self, job_type: str) -> None:
+        self.limit_skipped.labels(job_type).inc()
 
     def heartbeat_ok(self) -> None:
         self.last_heartbeat.set(time.time())

@@ -116,6 +116,7 @@ class Worker:
         )
         self.holdings = Holdings()
         self.metrics.watch(self.holdings, types)
+        queue.on_limit_skipped(self.metrics.claim_skipped)
         self._wake = threading.Event()
         self._stop = threading.Event()  # first request: stop claiming, drain
         self._force = threading.Event()  # second request: release at once
