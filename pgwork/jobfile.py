@@ -247,7 +247,9 @@ def read_lines(stream: BinaryIO, limit: int) -> Iterator[str]:
         if not raw:
             return
         if len(raw) > limit:
-            raise BadLine(number, "line", f"is longer than {limit} bytes", "write one job per line, each under the limit")
+            raise BadLine(
+                number, "line", f"is longer than {limit} bytes", "write one job per line, each under the limit"
+            )
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -323,7 +325,9 @@ def payload_argument(given: str, stdin: BinaryIO, max_payload_bytes: int) -> str
             with Path(given[1:]).open("rb") as f:
                 raw = f.read(limit + 1)
         if len(raw) > limit:
-            raise InvalidArgument("--payload", f"is longer than {limit} bytes", "a payload is at most the payload limit")
+            raise InvalidArgument(
+                "--payload", f"is longer than {limit} bytes", "a payload is at most the payload limit"
+            )
         return raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         problem = f"cannot read {given[1:200]!r} ({exc.__class__.__name__})"

@@ -8,7 +8,6 @@ and then, never a heartbeat that fails (and with it every lease the worker holds
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +36,12 @@ def check_progress(fraction: Any, note: Any = None) -> Progress:
         raise InvalidArgument(
             "fraction", f"must be a number from 0 to 1, got {quoted(fraction)}", "e.g. job.progress(page / pages)"
         )
-    value = float(fraction)
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+    # Compared before float(): float(10**400) raises OverflowError; NaN fails the comparison.
+    if not 0 <= fraction <= 1:
         raise InvalidArgument(
-            "fraction", f"{quoted(fraction)} is outside 0..1", "pass done / total, e.g. 0.4 for 4 of 10, not 40"
+            "fraction", f"{quoted(fraction, 40)} is outside 0..1", "pass done / total, e.g. 0.4 for 4 of 10, not 40"
         )
+    value = float(fraction)
     if note is None:
         return Progress(value)
     if not isinstance(note, str):

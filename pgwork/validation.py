@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from pgwork.durations import parse_duration
+from pgwork.durations import MAX_SECONDS, parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.keys import canonical_json, key_of_canonical
 from pgwork.models import NewJob
@@ -32,7 +32,7 @@ MAX_JSON_DEPTH = 100
 MAX_TRACE_CONTEXT_BYTES = 4096
 # Beyond a century a delay is a typo (milliseconds for seconds), and PostgreSQL's interval ends
 # not much further.
-MAX_DELAY_SECONDS = 100 * 365 * 86400.0
+MAX_DELAY_SECONDS = MAX_SECONDS
 # last_error is kept, not grown without bound: the newest text wins.
 MAX_ERROR_CHARS = 8000
 # A job's hard timeout: above zero, at most a week (beyond that it is a typo, milliseconds for
@@ -138,6 +138,8 @@ def check_timeout(value: Any, field: str = "timeout") -> float | None:
         seconds = value.total_seconds()
     elif isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(field, f"must be seconds or a duration, got {quoted(value)}", fix)
+    elif isinstance(value, int) and value > MAX_TIMEOUT_SECONDS:  # before float(): 10**400 overflows it
+        raise InvalidArgument(field, f"{quoted(value, 40)} is more than 7 days (milliseconds for seconds?)", fix)
     else:
         seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0:
@@ -165,6 +167,8 @@ def check_age(older_than: Any, field: str = "older_than") -> float:
     seconds = older_than.total_seconds()
     if seconds < 0:
         raise InvalidArgument(field, "is negative", "give an age such as 30d")
+    if seconds > MAX_SECONDS:  # now() - older_than would leave what a timestamp holds
+        raise InvalidArgument(field, f"{seconds:g} seconds is more than a century", "give an age such as 30d")
     return seconds
 
 
@@ -337,10 +341,17 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
     if job.delay is not None and job.available_at is not None:
         raise InvalidArgument("delay", "was given together with available_at", "give one of them")
     delay = 0.0 if job.delay is None else job.delay
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+    # Compared before any conversion: math.isfinite(10**400) raises OverflowError.
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or (isinstance(delay, float) and not math.isfinite(delay))
+        or delay < 0
+    ):
         raise InvalidArgument("delay", f"must be a finite number of seconds >= 0, got {quoted(job.delay)}", "e.g. 30")
     if delay > MAX_DELAY_SECONDS:
-        raise InvalidArgument("delay", f"{delay:g} seconds is more than a century", "give seconds, e.g. 3600 for 1h")
+        shown = f"{delay:g}" if isinstance(delay, float) else quoted(delay, 40)
+        raise InvalidArgument("delay", f"{shown} seconds is more than a century", "give seconds, e.g. 3600 for 1h")
     if job.available_at is not None:
         if not isinstance(job.available_at, datetime):
             raise InvalidArgument("available_at", f"must be a datetime, got {quoted(job.available_at)}", "or use delay")

@@ -69,7 +69,7 @@ def bounded(text: str | None, field: str, low: int, high: int, default: int) -> 
         return default
     value = parse_whole(text, field, f"use {low}..{high}")
     if not low <= value <= high:
-        raise UsageError(f"{field}: {value} is out of range {low}..{high}")
+        raise UsageError(f"{field}: {value} is out of range (use {low}..{high})")
     return value
 
 

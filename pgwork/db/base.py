@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
+from pgwork import durations
 from pgwork.backoff import Backoff
 from pgwork.db import statements
 from pgwork.db.connect import PREPARE_THRESHOLD, AnyConnection, check_encoding, connect
@@ -27,6 +28,7 @@ from pgwork.db.rows import (
 from pgwork.db.schema import check_schema
 from pgwork.db.wait import wait_for_job
 from pgwork.dsn import resolve_pooling
+from pgwork.durations import MAX_SECONDS
 from pgwork.errors import InvalidArgument
 from pgwork.models import TypeStats
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
@@ -224,7 +226,7 @@ class QueueBase:
         return Listener(self.pooling.listen_target(self.dsn) or self.dsn, self.application_name)
 
 
-def check_seconds(value: float, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or value == float("inf"):
-        raise InvalidArgument(field, f"must be a finite number of seconds >= 0, got {value!r}", "e.g. 30")
-    return float(value)
+def check_seconds(value: float, field: str, high: float = MAX_SECONDS) -> float:
+    """Seconds passed to the API: 0..high (a century unless the argument says less), checked before
+    any arithmetic (pgwork.durations.check_seconds)."""
+    return durations.check_seconds(value, field, high=high)

@@ -25,9 +25,7 @@ def holder(dsn: str, queue: Queue) -> Iterator[psycopg.Connection]:
     queue.enqueue_many([NewJob(t, {"n": i}) for i in range(3) for t in ("gpu", "cpu")], now=T0)
     queue.set_limit("gpu", max_running=10, now=T0)
     with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT id FROM pgwork.claim('hostile', ARRAY['gpu'], 1, 30, %s)", (T0,)
-        ).fetchall()
+        rows = conn.execute("SELECT id FROM pgwork.claim('hostile', ARRAY['gpu'], 1, 30, %s)", (T0,)).fetchall()
         assert len(rows) == 1
         yield conn
         conn.rollback()

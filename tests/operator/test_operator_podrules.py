@@ -50,7 +50,8 @@ REFUSED: list[tuple[str, dict[str, Any], str, str]] = [  # (case, template, fiel
     ("apparmor annotation", {"metadata": {"annotations": {
         "container.apparmor.security.beta.kubernetes.io/worker": "unconfined"}}},
      f"{M}.annotations.container.apparmor.security.beta.kubernetes.io/worker", "stay confined"),
-    ("seccomp pod annotation", {"metadata": {"annotations": {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}},
+    ("seccomp pod annotation", {"metadata": {"annotations": {
+        "seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}},
      f"{M}.annotations.seccomp.security.alpha.kubernetes.io/pod", "stay confined"),
     ("seccomp container annotation", {"metadata": {"annotations": {
         "container.seccomp.security.alpha.kubernetes.io/s": "Unconfined"}}},
