@@ -13,7 +13,7 @@ from typing import Any
 
 from pgwork.errors import InvalidArgument
 from pgwork.quoting import quoted
-from pgwork.validation import check_json, error_text
+from pgwork.validation import check_json, error_text, jsonb_text_bytes
 
 # Enough for "page 3 of 10 (invoice-2024-03.pdf)"; the column's check says the same.
 MAX_NOTE_CHARS = 200
@@ -49,14 +49,27 @@ def check_progress(fraction: Any, note: Any = None) -> Progress:
     return Progress(value, error_text(note, MAX_NOTE_CHARS) if note else None)
 
 
+CHECKPOINT_SIZE_FIX = (
+    "save a position to resume from (a page number, a cursor), not the data; "
+    "keep large state in your own storage and checkpoint its key"
+)
+
+
 def checkpoint_json(state: Any) -> str:
-    """`state` as the JSON text a checkpoint stores, or InvalidArgument naming `state`."""
-    return check_json(
+    """`state` as the JSON text a checkpoint stores, or InvalidArgument naming `state`. Its size is
+    measured as pgwork.checkpoint measures it (the stored jsonb's text), and its shape is what the
+    server's check allows (migration 0017): what is accepted here is stored, and what is stored
+    the next attempt decodes."""
+    text = check_json(
         state,
         "state",
         MAX_CHECKPOINT_BYTES,
         canonical=False,
-        size_fix="save a position to resume from (a page number, a cursor), not the data; "
-        "keep large state in your own storage and checkpoint its key",
+        size_fix=CHECKPOINT_SIZE_FIX,
         types_fix="save JSON types only (dict, list, str, int, float, bool, None)",
     )
+    size = jsonb_text_bytes(state, text)
+    if size > MAX_CHECKPOINT_BYTES:
+        problem = f"is {size} bytes as the server stores it (numbers in plain decimal), over the limit of"
+        raise InvalidArgument("state", f"{problem} {MAX_CHECKPOINT_BYTES}", CHECKPOINT_SIZE_FIX)
+    return text
