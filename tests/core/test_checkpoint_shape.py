@@ -92,7 +92,7 @@ def test_a_server_refusal_reaches_the_caller_as_invalid_argument(queue: Queue, m
     """A client whose own check let something through (an older one) still sees InvalidArgument."""
     import pgwork.db.checkpoints as checkpoints
 
-    monkeypatch.setattr(checkpoints, "checkpoint_json", lambda state: json.dumps(state))
+    monkeypatch.setattr(checkpoints, "checkpoint_json", json.dumps)
     held = Rows(queue, "pages").running()
     with pytest.raises(InvalidArgument) as caught:
         queue.checkpoint(held.lease, _nested(150))
