@@ -46,12 +46,12 @@ class Bookkeeper:
                 a.span.end()
             self._holdings.remove(a.id)
         for (job_type, label), seconds in durations.items():
-            histogram = self._metrics.job_duration.labels(job_type, label)
+            histogram = self._metrics.job_duration.labels(self._metrics.type_label(job_type), label)
             for s in seconds:
                 histogram.observe(s)
-            self._metrics.jobs_finished.labels(job_type, label).inc(len(seconds))
+            self._metrics.jobs_finished.labels(self._metrics.type_label(job_type), label).inc(len(seconds))
             if label == Outcome.LEASE_LOST.value:
-                self._metrics.lease_lost.labels(job_type).inc(len(seconds))
+                self._metrics.lease_lost.labels(self._metrics.type_label(job_type)).inc(len(seconds))
         self._metrics.in_flight.set(len(self._holdings))
         if not self._wake.is_set():
             self._wake.set()  # a burst worker may be waiting for the last write

@@ -163,8 +163,8 @@ class Worker:
             # A job in a child process waits on a runner thread, whatever its handler's kind.
             self._handlers[t] = (spec, spec.is_async and t not in self._in_process)
             if spec.batch is not None:  # its batch series exist from the first scrape, at zero
-                self.metrics.batch_size.labels(t)
-                self.metrics.batch_wait.labels(t)
+                self.metrics.batch_size.labels(self.metrics.type_label(t))
+                self.metrics.batch_wait.labels(self.metrics.type_label(t))
         # A slot runs one job, or one batch handler's call of up to its batch: the worker holds
         # up to --concurrency of the largest, and claims at least one such batch at a time.
         self._per_slot = max(spec.batch or 1 for spec, _ in self._handlers.values())
