@@ -126,3 +126,20 @@ def test_the_cli_refuses_in_one_line_naming_the_option(dsn: str, argv: list[str]
     assert out.returncode == 2, out.stderr
     assert option in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--tick", "1e400"], "--tick"),
+        (["--tick", DIGITS], "--tick"),
+        (["--tick", "2h"], "--tick"),
+        (["--metrics-port", DIGITS], "--metrics-port"),
+        (["--metrics-port", "70000"], "--metrics-port"),
+        (["--priority", "9" * 30], "--priority"),
+    ],
+)
+def test_the_operator_command_bounds_its_numbers(argv: list[str], option: str) -> None:
+    out = pgwork("operator", "--namespace", "x", *argv)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(f"pgwork operator: {option}:") and "Traceback" not in out.stderr
