@@ -100,3 +100,30 @@ def test_a_server_refusal_reaches_the_caller_as_invalid_argument(queue: Queue, m
     with pytest.raises(InvalidArgument) as big:
         queue.checkpoint(held.lease, {"blob": "x" * MAX_CHECKPOINT_BYTES})
     assert big.value.field == "state" and "at most 65536 bytes" in str(big.value)
+
+
+# -- results follow the same rule (migration 0018) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 101 + "]" * 101, "[" * 5000 + "]" * 5000, '{"n": 1' + "0" * 4300 + "}"],
+    ids=["101 deep", "5000 deep", "4301 digits"],
+)
+def test_the_server_refuses_a_result_no_reader_could_decode(queue: Queue, text: str) -> None:
+    held = Rows(queue, "pages").running()
+    with psycopg.connect(queue.dsn) as conn, pytest.raises(psycopg.errors.CheckViolation, match="job_results_result"):
+        conn.execute("SELECT * FROM pgwork.succeed(%s, %s, %s::jsonb)", (held.id, held.lease.token, text))
+    row = queue.job(held.id)
+    assert row is not None and row.status == "running"
+
+
+def test_the_client_refuses_the_same_results_and_the_server_takes_the_rest(queue: Queue) -> None:
+    from pgwork.validation import result_json
+
+    for refused in (_nested(101), {"n": 10**4300}):
+        with pytest.raises(InvalidArgument) as caught:
+            result_json(refused)
+        assert caught.value.field == "result"
+    held = Rows(queue, "pages").running()
+    assert queue.succeed(held.lease, {"deep": _nested(99), "big": 10**4299})
