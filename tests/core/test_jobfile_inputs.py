@@ -16,7 +16,7 @@ import pytest
 from pgwork import jobfile
 from pgwork.db import Queue
 from pgwork.jobfile import BadLine, read_lines
-from tests.core.test_queue_cli import ROOT, pgwork
+from tests.support.cli import ROOT, pgwork
 
 
 def _count(dsn: str) -> int:

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
+from pgwork.db import Queue
 from pgwork.models import ClaimedJob, NewJob
-from pgwork.queue import Queue
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -22,7 +22,7 @@ from pgwork.progress import check_progress
 from pgwork.reaper import ReaperConfig
 from pgwork.validation import check_age, check_timeout, validate
 from pgwork.worker.options import OptionError, parse_options
-from tests.core.test_queue_cli import pgwork
+from tests.support.cli import pgwork
 
 DIGITS = "9" * 5000
 HUGE = 10**400

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from test_metrics import get, samples
-from workerkit import Spawn, free_port
 
-from pgwork.queue import Queue
+from pgwork.db import Queue
+from tests.support.scrape import get, samples
 from tests.support.waiting import wait_for
+from tests.support.workers import Spawn, free_port
 
 
 @pytest.mark.slow
