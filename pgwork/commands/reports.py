@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pgwork.commands.common import adder, bounded, open_queue, print_rows, whole
+from pgwork.commands.common import adder, bounded, open_queue, print_rows
 from pgwork.commands.jobs import TAKEN_WITHIN
 from pgwork.durations import format_duration
 from pgwork.limits import describe
