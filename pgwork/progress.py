@@ -58,7 +58,7 @@ CHECKPOINT_SIZE_FIX = (
 def checkpoint_json(state: Any) -> str:
     """`state` as the JSON text a checkpoint stores, or InvalidArgument naming `state`. Its size is
     measured as pgwork.checkpoint measures it (the stored jsonb's text), and its shape is what the
-    server's check allows (migration 0018): what is accepted here is stored, and what is stored
+    server's check allows (migration 0019): what is accepted here is stored, and what is stored
     the next attempt decodes."""
     text = check_json(
         state,

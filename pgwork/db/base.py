@@ -86,7 +86,7 @@ class QueueBase:
 
     def on_limit_skipped(self, callback: Callable[[str], None] | None) -> None:
         """Call `callback(job_type)` each time a claim skips a limited type because another
-        session holds its limit row (migration 0017): the claim took the other types instead of
+        session holds its limit row (migration 0018): the claim took the other types instead of
         waiting. The worker counts these in pgwork_claim_limit_skipped_total."""
         self._pool.on_limit_skipped = callback
 

@@ -31,7 +31,7 @@ POOL_TIMEOUT = 30.0
 _WAIT_SLICE = 0.25
 _MIN_WAIT = 0.01
 # The NOTICE pgwork.claim_limited raises for a limited type it skipped because another session held
-# its limit row (migration 0017); the type is in the notice's DETAIL.
+# its limit row (migration 0018); the type is in the notice's DETAIL.
 LIMIT_SKIPPED = "PW001"
 
 

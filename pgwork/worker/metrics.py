@@ -206,7 +206,9 @@ def progress_figures(holdings: Holdings, job_types: str | Collection[str]) -> tu
     reported = [
         p.fraction
         for h in holdings.snapshot()
-        if h.state is AttemptState.RUNNING and h.claimed.job_type in wanted and (p := h.job.reported_progress) is not None
+        if h.state is AttemptState.RUNNING
+        and h.claimed.job_type in wanted
+        and (p := h.job.reported_progress) is not None
     ]
     return len(reported), sum(reported)
 

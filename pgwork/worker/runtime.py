@@ -389,7 +389,7 @@ class Worker:
             self._wake.wait(min(self.options.poll, SKIPPED_RETRY_SECONDS) if skipped else self.options.poll)
 
     def _limit_skipped(self, job_type: str) -> None:
-        """A claim left out a limited type whose row another session held (migration 0017)."""
+        """A claim left out a limited type whose row another session held (migration 0018)."""
         self.metrics.claim_skipped(job_type)
         self._skipped = True
 

@@ -102,7 +102,7 @@ def test_a_server_refusal_reaches_the_caller_as_invalid_argument(queue: Queue, m
     assert big.value.field == "state" and "at most 65536 bytes" in str(big.value)
 
 
-# -- results follow the same rule (migration 0019) ----------------------------------------------
+# -- results follow the same rule (migration 0020) ----------------------------------------------
 
 
 @pytest.mark.parametrize(

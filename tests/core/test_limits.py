@@ -169,7 +169,7 @@ def test_sixteen_claimers_never_claim_more_than_the_rate(dsn: str) -> None:
     ):
         _run_claimers(claim_all(at))
         # Racing claimers may leave the type out when its row stays locked past a claim's 5 ms
-        # (migration 17), so on a loaded machine they can take fewer than the bucket holds; one
+        # (migration 18), so on a loaded machine they can take fewer than the bucket holds; one
         # claimer alone then takes whatever is left. Never more than the rate, in total exactly it.
         with Queue(dsn, pool_size=1) as alone:
             while jobs := alone.claim("drain", job_types=["llm"], limit=3, now=at):

@@ -1,6 +1,6 @@
 -- pgwork schema: a result the server stores is one every reader can decode.
 --
--- job_results: two CHECK constraints, the rule pgwork.checkpoint keeps since migration 18 and the
+-- job_results: two CHECK constraints, the rule pgwork.checkpoint keeps since migration 19 and the
 -- client's (pgwork.validation.check_json): no container more than 100 levels down, no number whose
 -- magnitude reaches 1e4300. pgwork's own writers never send either (the worker refuses such a
 -- result and fails the attempt), but a role with the worker profile calling the succeed functions
