@@ -29,7 +29,6 @@ from pgwork.db.schema import check_schema
 from pgwork.db.wait import wait_for_job
 from pgwork.dsn import resolve_pooling
 from pgwork.durations import MAX_SECONDS
-from pgwork.errors import InvalidArgument
 from pgwork.models import TypeStats
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
 
