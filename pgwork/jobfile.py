@@ -12,11 +12,12 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, BinaryIO
 
 from pgwork.db import Queue
 from pgwork.durations import parse_duration
@@ -58,6 +59,15 @@ DEFAULT_BATCH = 10_000
 # Unique jobs go through Queue.enqueue_outcomes, which takes at most this many per call
 # (pgwork.db.bulk.BULK_THRESHOLD).
 UNIQUE_SLICE = 1000
+MAX_BATCH = 1_000_000
+# A line (or a --payload read from a file or stdin) holds a payload of at most the payload limit,
+# which JSON escapes (\\u00e9) may spell up to six times longer, and a few other fields: it is read
+# no further than this, so `--from-file /dev/zero` is one error, not a process grown until it dies.
+LINE_MARGIN = 64 * 1024
+
+
+def max_line_bytes(max_payload_bytes: int) -> int:
+    return 6 * max_payload_bytes + LINE_MARGIN
 
 
 class BadLine(InvalidArgument):
@@ -225,6 +235,34 @@ def progress_text(done: int, total: int, seconds: float, width: int = 30) -> str
     return f"[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} ({share:.0%}) {rate}".rstrip()
 
 
+class NotAsRead(InvalidArgument):
+    """The load wrote a different number of jobs than the check counted (the input changed)."""
+
+
+def read_lines(stream: BinaryIO, limit: int) -> Iterator[str]:
+    """The stream's lines as text, none read past `limit` bytes: a longer one (a file with no
+    newline, /dev/zero) raises BadLine before more is read."""
+    for number in itertools.count(1):
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit:
+            raise BadLine(
+                number, "line", f"is longer than {limit} bytes", "write one job per line, each under the limit"
+            )
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadLine(number, "line", "is not UTF-8", "write the file in UTF-8") from None
+
+
+def _spooled(source: BinaryIO, limit: int, spool: IO[bytes]) -> Iterator[str]:
+    """`read_lines(source)`, each line also written to `spool` for the second pass."""
+    for text in read_lines(source, limit):
+        spool.write(text.encode("utf-8"))
+        yield text
+
+
 def enqueue_file(
     queue: Queue,
     path: Path,
@@ -233,35 +271,64 @@ def enqueue_file(
     batch: int = DEFAULT_BATCH,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Loaded:
-    """`check` the whole file, then `load` it; `on_progress(done, total)` after each batch. Nothing
-    is written unless every line is a valid job."""
+    """`check` the whole input, then `load` it; `on_progress(done, total)` after each batch. Nothing
+    is written unless every line is a valid job, and the input holds at least one.
 
-    def lines() -> Iterator[str]:
+    The input is opened and read once: a pipe (`/dev/stdin`, `<(zcat backfill.jsonl.gz)`) is empty
+    the second time, so what cannot be re-read from its start is spooled to a temporary file while
+    it is checked, and the load reads the spool. A load that writes a different number of jobs
+    than the check counted (a regular file changed in between) is an error, never a quiet summary."""
+    limit = max_line_bytes(queue.max_payload_bytes)
+    try:
+        source = path.open("rb")
+    except OSError as exc:
+        raise InvalidArgument(
+            "--from-file", f"cannot read {str(path)[:200]!r} ({exc.__class__.__name__})", "give a readable UTF-8 file"
+        ) from None
+    with source, tempfile.TemporaryFile() as spool:
         try:
-            with path.open(encoding="utf-8") as f:
-                yield from f
-        except (OSError, UnicodeDecodeError) as exc:
+            seekable = source.seekable() and path.is_file()
+            lines = read_lines(source, limit) if seekable else _spooled(source, limit, spool)
+            found = check(lines, default_type, queue.max_payload_bytes)
+        except OSError as exc:
             raise InvalidArgument(
-                "--from-file",
-                f"cannot read {str(path)[:200]!r} ({exc.__class__.__name__})",
-                "give a readable UTF-8 file",
+                "--from-file", f"cannot read {str(path)[:200]!r} ({exc.__class__.__name__})", "give a readable file"
             ) from None
-
-    found = check(lines(), default_type, queue.max_payload_bytes)
-    report = None if on_progress is None else (lambda done: on_progress(done, found.jobs))
-    loaded = _load(queue, lines(), default_type, batch, report)
+        if found.jobs == 0:
+            raise InvalidArgument(
+                "--from-file", f"holds no job ({found.lines} lines read)", "give a file with one JSON object per line"
+            )
+        again = source if seekable else spool
+        again.seek(0)
+        report = None if on_progress is None else (lambda done: on_progress(done, found.jobs))
+        loaded = _load(queue, read_lines(again, limit), default_type, batch, report)
+    if loaded.jobs != found.jobs:
+        raise NotAsRead(
+            "--from-file",
+            f"{loaded.jobs} jobs were written but the check counted {found.jobs} (the input changed while it was read)",
+            "load from a file nothing writes to, or from a pipe",
+        )
     return Loaded(loaded.jobs, found.lines, loaded.skipped)
 
 
-def payload_argument(given: str, stdin: TextIO) -> str:
+def payload_argument(given: str, stdin: BinaryIO, max_payload_bytes: int) -> str:
     """`--payload` as given, or read from @FILE or - (stdin): a large payload does not fit on a
-    command line (the kernel's argument limit is near 2 MiB, and ps shows arguments to everyone)."""
-    if given == "-":
-        return stdin.read()
-    if given.startswith("@"):
-        try:
-            return Path(given[1:]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            problem = f"cannot read {given[1:200]!r} ({exc.__class__.__name__})"
-            raise InvalidArgument("--payload", problem, "give @ and a readable UTF-8 file, or - for stdin") from None
-    return given
+    command line (the kernel's argument limit is near 2 MiB, and ps shows arguments to everyone).
+    Read no further than max_line_bytes(max_payload_bytes): `@/dev/zero` is one error."""
+    if given != "-" and not given.startswith("@"):
+        return given
+    limit = max_line_bytes(max_payload_bytes)
+    try:
+        if given == "-":
+            raw = stdin.read(limit + 1)
+        else:
+            with Path(given[1:]).open("rb") as f:
+                raw = f.read(limit + 1)
+        if len(raw) > limit:
+            raise InvalidArgument(
+                "--payload", f"is longer than {limit} bytes", "a payload is at most the payload limit"
+            )
+        return raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problem = f"cannot read {given[1:200]!r} ({exc.__class__.__name__})"
+        raise InvalidArgument("--payload", problem, "give @ and a readable UTF-8 file, or - for stdin") from None

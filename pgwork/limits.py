@@ -17,7 +17,8 @@ MAX_RUNNING = 1_000_000
 MAX_RATE_COUNT = 1_000_000
 MAX_RATE_SECONDS = 86_400
 RATE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
-_RATE = re.compile(r"([0-9]+)/([0-9]*)([a-z]+)")
+# Digits bounded in the pattern: int() of thousands of digits raises a ValueError of its own.
+_RATE = re.compile(r"([0-9]{1,12})/([0-9]{0,12})([a-z]{1,12})")
 RATE_FIX = "write COUNT/UNIT with unit s, m, h or d, such as 60/m, 5/s, 1000/h or 100/10s"
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Mapping
+from traceback import TracebackException
+from typing import Any
 
 from pgwork.credentials import scrub
 from pgwork.errors import InvalidArgument
+from pgwork.tables import inert
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -29,9 +33,35 @@ def log_level(verbose: bool, environ: Mapping[str, str]) -> int:
 
 class LineFormatter(logging.Formatter):
     """FORMAT, with the date and time of day formatted once per second rather than once per
-    line (a worker writes a line per job; strftime was a good part of each line's cost)."""
+    line (a worker writes a line per job; strftime was a good part of each line's cost).
+
+    Every line is made inert (pgwork.tables.inert): a log line may quote job data (a handler's
+    error quoting a producer's payload, a job type, an owner), and ESC, BEL or CR in it would let
+    whoever wrote that data erase or rewrite lines on the terminal reading the log, or forge a line.
+    The message is escaped whole (a newline in it is `\\n`); a traceback keeps its line breaks."""
 
     _second: tuple[int, str] = (-1, "")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return inert(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        """The traceback with its own line breaks, each exception's message escaped whole: a
+        message is job data as often as not, and a newline in it must not start a line."""
+        te = traceback.TracebackException(ei[0], ei[1], ei[2])
+        messages: set[str] = set()
+        seen: TracebackException | None = te
+        while seen is not None and len(messages) < 100:
+            messages.update(seen.format_exception_only())
+            seen = seen.__cause__ or seen.__context__
+        chunks = [
+            inert(chunk.removesuffix("\n")) + "\n" if chunk in messages else inert(chunk, keep_newlines=True)
+            for chunk in te.format()
+        ]
+        return "".join(chunks).removesuffix("\n")
+
+    def formatStack(self, stack_info: str) -> str:
+        return inert(super().formatStack(stack_info), keep_newlines=True)
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:

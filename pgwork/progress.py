@@ -8,13 +8,12 @@ and then, never a heartbeat that fails (and with it every lease the worker holds
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from pgwork.errors import InvalidArgument
 from pgwork.quoting import quoted
-from pgwork.validation import check_json, error_text
+from pgwork.validation import check_json, error_text, jsonb_text_bytes
 
 # Enough for "page 3 of 10 (invoice-2024-03.pdf)"; the column's check says the same.
 MAX_NOTE_CHARS = 200
@@ -37,11 +36,12 @@ def check_progress(fraction: Any, note: Any = None) -> Progress:
         raise InvalidArgument(
             "fraction", f"must be a number from 0 to 1, got {quoted(fraction)}", "e.g. job.progress(page / pages)"
         )
-    value = float(fraction)
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+    # Compared before float(): float(10**400) raises OverflowError; NaN fails the comparison.
+    if not 0 <= fraction <= 1:
         raise InvalidArgument(
-            "fraction", f"{quoted(fraction)} is outside 0..1", "pass done / total, e.g. 0.4 for 4 of 10, not 40"
+            "fraction", f"{quoted(fraction, 40)} is outside 0..1", "pass done / total, e.g. 0.4 for 4 of 10, not 40"
         )
+    value = float(fraction)
     if note is None:
         return Progress(value)
     if not isinstance(note, str):
@@ -49,14 +49,27 @@ def check_progress(fraction: Any, note: Any = None) -> Progress:
     return Progress(value, error_text(note, MAX_NOTE_CHARS) if note else None)
 
 
+CHECKPOINT_SIZE_FIX = (
+    "save a position to resume from (a page number, a cursor), not the data; "
+    "keep large state in your own storage and checkpoint its key"
+)
+
+
 def checkpoint_json(state: Any) -> str:
-    """`state` as the JSON text a checkpoint stores, or InvalidArgument naming `state`."""
-    return check_json(
+    """`state` as the JSON text a checkpoint stores, or InvalidArgument naming `state`. Its size is
+    measured as pgwork.checkpoint measures it (the stored jsonb's text), and its shape is what the
+    server's check allows (migration 0019): what is accepted here is stored, and what is stored
+    the next attempt decodes."""
+    text = check_json(
         state,
         "state",
         MAX_CHECKPOINT_BYTES,
         canonical=False,
-        size_fix="save a position to resume from (a page number, a cursor), not the data; "
-        "keep large state in your own storage and checkpoint its key",
+        size_fix=CHECKPOINT_SIZE_FIX,
         types_fix="save JSON types only (dict, list, str, int, float, bool, None)",
     )
+    size = jsonb_text_bytes(state, text)
+    if size > MAX_CHECKPOINT_BYTES:
+        problem = f"is {size} bytes as the server stores it (numbers in plain decimal), over the limit of"
+        raise InvalidArgument("state", f"{problem} {MAX_CHECKPOINT_BYTES}", CHECKPOINT_SIZE_FIX)
+    return text

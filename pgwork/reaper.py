@@ -20,6 +20,7 @@ from types import TracebackType
 import psycopg
 
 from pgwork.db import Queue
+from pgwork.durations import check_seconds
 from pgwork.errors import InvalidArgument, PgworkError
 from pgwork.models import Reclaimed
 
@@ -34,6 +35,10 @@ class ReaperConfig:
     loop_for: float | None = 0.0  # keep looping this long (0: one round; None: until stopped)
 
     def __post_init__(self) -> None:
+        # Bounded first (a century at most), so the comparisons and sums below never overflow.
+        check_seconds(self.every, "every", fix="give the pause in seconds, e.g. 10.0")
+        if self.loop_for is not None:
+            check_seconds(self.loop_for, "loop_for", fix="use seconds >= 0, or None")
         if not self.every > 0:
             raise InvalidArgument("every", f"{self.every!r} is not > 0", "give the pause in seconds, e.g. 10.0")
         if not 1 <= self.limit <= 1_000_000:

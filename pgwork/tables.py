@@ -36,6 +36,34 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
+_JSON_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def inert(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` for a log line: every character a terminal could act on (ESC, BEL, CR, bidi
+    overrides...) written as a JSON-style escape (`\\u001b`, `\\r`), so job data quoted in a log
+    can neither rewrite the terminal nor forge a line. `keep_newlines` keeps real line breaks (a
+    traceback's); anything else printable is kept as it is. Pure."""
+    if text.isascii() and text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if char == "\n" and keep_newlines:
+            out.append(char)
+        elif char in _JSON_SHORT:
+            out.append(_JSON_SHORT[char])
+        elif unicodedata.category(char) in _UNSAFE_CATEGORIES:
+            code = ord(char)
+            out.append(
+                f"\\u{code:04x}"
+                if code < 0x10000
+                else f"\\u{0xD7C0 + (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
+            )
+        else:
+            out.append(char)
+    return "".join(out)
+
+
 def _escape(char: str) -> str:
     code = ord(char)
     if char == "\r":

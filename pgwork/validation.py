@@ -12,9 +12,10 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any, NamedTuple
 
-from pgwork.durations import parse_duration
+from pgwork.durations import MAX_SECONDS, parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.keys import canonical_json, key_of_canonical
 from pgwork.models import NewJob
@@ -32,7 +33,7 @@ MAX_JSON_DEPTH = 100
 MAX_TRACE_CONTEXT_BYTES = 4096
 # Beyond a century a delay is a typo (milliseconds for seconds), and PostgreSQL's interval ends
 # not much further.
-MAX_DELAY_SECONDS = 100 * 365 * 86400.0
+MAX_DELAY_SECONDS = MAX_SECONDS
 # last_error is kept, not grown without bound: the newest text wins.
 MAX_ERROR_CHARS = 8000
 # A job's hard timeout: above zero, at most a week (beyond that it is a typo, milliseconds for
@@ -138,6 +139,8 @@ def check_timeout(value: Any, field: str = "timeout") -> float | None:
         seconds = value.total_seconds()
     elif isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(field, f"must be seconds or a duration, got {quoted(value)}", fix)
+    elif isinstance(value, int) and value > MAX_TIMEOUT_SECONDS:  # before float(): 10**400 overflows it
+        raise InvalidArgument(field, f"{quoted(value, 40)} is more than 7 days (milliseconds for seconds?)", fix)
     else:
         seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0:
@@ -165,6 +168,8 @@ def check_age(older_than: Any, field: str = "older_than") -> float:
     seconds = older_than.total_seconds()
     if seconds < 0:
         raise InvalidArgument(field, "is negative", "give an age such as 30d")
+    if seconds > MAX_SECONDS:  # now() - older_than would leave what a timestamp holds
+        raise InvalidArgument(field, f"{seconds:g} seconds is more than a century", "give an age such as 30d")
     return seconds
 
 
@@ -278,6 +283,34 @@ def check_json(value: Any, field: str, max_bytes: int, *, canonical: bool, size_
     return text
 
 
+def jsonb_text_bytes(value: Any, text: str) -> int:
+    """The bytes PostgreSQL counts for `value` (octet_length(value::jsonb::text)), given its JSON
+    `text` from json.dumps: jsonb prints `, ` and `: ` between items and every number in plain
+    decimal, so `1e300` (6 bytes here) is 301 there. A limit the server also checks is measured
+    this way, so what the client lets through the server accepts. Pure."""
+    spaced = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(", ", ": "))
+    size = len(spaced.encode("utf-8"))
+    if "e" in text:  # only floats Python writes with an exponent grow; skip the walk without any
+        size += _exponent_excess(value)
+    return size
+
+
+def _exponent_excess(value: Any) -> int:
+    excess = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            shown = repr(node)
+            if "e" in shown:
+                excess += len(format(Decimal(shown), "f")) - len(shown)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return excess
+
+
 def result_json(result: Any, max_bytes: int = MAX_RESULT_BYTES) -> str:
     """A handler's result as JSON text the results table can store, or InvalidArgument naming `result`."""
     return check_json(
@@ -337,10 +370,17 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
     if job.delay is not None and job.available_at is not None:
         raise InvalidArgument("delay", "was given together with available_at", "give one of them")
     delay = 0.0 if job.delay is None else job.delay
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+    # Compared before any conversion: math.isfinite(10**400) raises OverflowError.
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, int | float)
+        or (isinstance(delay, float) and not math.isfinite(delay))
+        or delay < 0
+    ):
         raise InvalidArgument("delay", f"must be a finite number of seconds >= 0, got {quoted(job.delay)}", "e.g. 30")
     if delay > MAX_DELAY_SECONDS:
-        raise InvalidArgument("delay", f"{delay:g} seconds is more than a century", "give seconds, e.g. 3600 for 1h")
+        shown = f"{delay:g}" if isinstance(delay, float) else quoted(delay, 40)
+        raise InvalidArgument("delay", f"{shown} seconds is more than a century", "give seconds, e.g. 3600 for 1h")
     if job.available_at is not None:
         if not isinstance(job.available_at, datetime):
             raise InvalidArgument("available_at", f"must be a datetime, got {quoted(job.available_at)}", "or use delay")

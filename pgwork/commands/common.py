@@ -62,6 +62,17 @@ def whole(text: str | None, field: str, fix: str) -> int | None:
     return None if text is None else parse_whole(text, field, fix)
 
 
+def bounded(text: str | None, field: str, low: int, high: int, default: int) -> int:
+    """A whole-number option within low..high, `default` only when it was not given at all: 0 or
+    a negative size is refused, never quietly replaced by the default."""
+    if text is None:
+        return default
+    value = parse_whole(text, field, f"use {low}..{high}")
+    if not low <= value <= high:
+        raise UsageError(f"{field}: {value} is out of range (use {low}..{high})")
+    return value
+
+
 def seconds(text: str, field: str) -> float:
     try:
         return parse_duration(text, field)

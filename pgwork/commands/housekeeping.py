@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from pgwork.commands.common import UsageError, adder, open_queue, seconds, whole
+from pgwork.commands.common import UsageError, adder, bounded, open_queue, seconds
 from pgwork.durations import parse_age
 from pgwork.models import PruneProgress, Reclaimed
 from pgwork.reaper import Reaper, ReaperConfig
@@ -53,7 +53,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     statuses = prune_statuses(args.status, args.include_dead)
-    batch = whole(args.batch_size, "--batch-size", "use 1..100000 rows per transaction") or 10_000
+    batch = bounded(args.batch_size, "--batch-size", 1, 100_000, 10_000)
     longest = 0.0
     shown_at = time.monotonic()
 

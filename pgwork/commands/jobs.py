@@ -12,12 +12,12 @@ from typing import Any
 import psycopg
 
 from pgwork import jobfile, tracing
-from pgwork.commands.common import UsageError, adder, job_ids, json_object, open_queue, seconds, whole
+from pgwork.commands.common import UsageError, adder, bounded, job_ids, json_object, open_queue, seconds, whole
 from pgwork.db import Queue
 from pgwork.durations import format_duration
 from pgwork.models import NewJob
 from pgwork.tables import visible
-from pgwork.validation import check_timeout
+from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_timeout
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
@@ -27,7 +27,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         raise UsageError("TYPE: name the job type, e.g. pgwork enqueue ocr --payload '{}' (or use --from-file)")
     if args.batch_size is not None:
         raise UsageError("--batch-size: applies only with --from-file")
-    payload = json_object(jobfile.payload_argument(args.payload, sys.stdin))
+    payload = json_object(jobfile.payload_argument(args.payload, sys.stdin.buffer, DEFAULT_MAX_PAYLOAD_BYTES))
     delay = seconds(args.delay, "--delay") if args.delay is not None else None
     priority = whole(args.priority, "--priority", "use 0..32767, lower runs first")
     max_attempts = whole(args.max_attempts, "--max-attempts", "use 1..32767")
@@ -99,9 +99,7 @@ def _enqueue_file(args: argparse.Namespace) -> int:
     for flag, value in given.items():
         if value:
             raise UsageError(f"{flag}: each line of --from-file says its own; remove {flag}")
-    batch = whole(args.batch_size, "--batch-size", "use 1..1000000 jobs per transaction") or jobfile.DEFAULT_BATCH
-    if not 1 <= batch <= 1_000_000:
-        raise UsageError("--batch-size: use 1..1000000 jobs per transaction")
+    batch = bounded(args.batch_size, "--batch-size", 1, jobfile.MAX_BATCH, jobfile.DEFAULT_BATCH)
     started = time.monotonic()
     bar = sys.stderr.isatty()
 

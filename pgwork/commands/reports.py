@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pgwork.commands.common import adder, open_queue, print_rows, whole
+from pgwork.commands.common import adder, bounded, open_queue, print_rows
 from pgwork.commands.jobs import TAKEN_WITHIN
 from pgwork.durations import format_duration
 from pgwork.limits import describe
@@ -88,7 +88,7 @@ def cmd_retrying(args: argparse.Namespace) -> int:
 def cmd_dead(args: argparse.Namespace) -> int:
     with open_queue(args) as q:
         print_rows(
-            [dataclasses.asdict(r) for r in q.dead(limit=whole(args.limit, "--limit", "use 1..1000000") or 0)],
+            [dataclasses.asdict(r) for r in q.dead(limit=bounded(args.limit, "--limit", 1, 1_000_000, 100))],
             args.json,
         )
     return 0

@@ -3,10 +3,11 @@ pgwork.db.queue adds the writes. Split only to keep each module small: use `Queu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
+from pgwork import durations
 from pgwork.backoff import Backoff
 from pgwork.db import statements
 from pgwork.db.connect import PREPARE_THRESHOLD, AnyConnection, check_encoding, connect
@@ -27,7 +28,7 @@ from pgwork.db.rows import (
 from pgwork.db.schema import check_schema
 from pgwork.db.wait import wait_for_job
 from pgwork.dsn import resolve_pooling
-from pgwork.errors import InvalidArgument
+from pgwork.durations import MAX_SECONDS
 from pgwork.models import TypeStats
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
 
@@ -81,6 +82,12 @@ class QueueBase:
     def backoff_for(self, job_type: str | None) -> Backoff:
         """The backoff for a job type's retries: its handler's own, else the Queue's."""
         return self.backoffs.get(job_type or "", self.backoff)
+
+    def on_limit_skipped(self, callback: Callable[[str], None] | None) -> None:
+        """Call `callback(job_type)` each time a claim skips a limited type because another
+        session holds its limit row (migration 0018): the claim took the other types instead of
+        waiting. The worker counts these in pgwork_claim_limit_skipped_total."""
+        self._pool.on_limit_skipped = callback
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the pool, waiting at most `timeout` seconds for its background threads."""
@@ -218,7 +225,7 @@ class QueueBase:
         return Listener(self.pooling.listen_target(self.dsn) or self.dsn, self.application_name)
 
 
-def check_seconds(value: float, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or value == float("inf"):
-        raise InvalidArgument(field, f"must be a finite number of seconds >= 0, got {value!r}", "e.g. 30")
-    return float(value)
+def check_seconds(value: float, field: str, high: float = MAX_SECONDS) -> float:
+    """Seconds passed to the API: 0..high (a century unless the argument says less), checked before
+    any arithmetic (pgwork.durations.check_seconds)."""
+    return durations.check_seconds(value, field, high=high)

@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from pgwork.db.base import QueueBase
 from pgwork.db.connect import AnyConnection
 from pgwork.db.params import identity
 from pgwork.db.rows import CheckpointRow
+from pgwork.errors import InvalidArgument
 from pgwork.models import Lease
 from pgwork.progress import checkpoint_json
 
@@ -28,4 +30,10 @@ class Checkpoints(QueueBase):
         # Checked here, so a bad state is the caller's error before anything is sent.
         value = None if state is None else Jsonb(checkpoint_json(state), dumps=identity)
         params = {"id": lease.job_id, "token": lease.token, "state": value, "now": now}
-        return self._one("checkpoint", params, CheckpointRow, conn) is not None
+        try:
+            return self._one("checkpoint", params, CheckpointRow, conn) is not None
+        except (errors.ProgramLimitExceeded, errors.InvalidParameterValue) as exc:
+            # The server's own check (a client older than it, or a limit measured differently):
+            # the caller's error, named as the client would name it, never a raw database error.
+            problem = (exc.diag.message_primary or "is refused by the server").removeprefix("pgwork: ")
+            raise InvalidArgument("state", problem.removeprefix("state: "), exc.diag.message_hint or "") from None

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
+from psycopg.errors import Diagnostic
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgwork import decoding
@@ -29,6 +30,9 @@ POOL_TIMEOUT = 30.0
 # up (a worker told to stop) also shortens waits already in progress.
 _WAIT_SLICE = 0.25
 _MIN_WAIT = 0.01
+# The NOTICE pgwork.claim_limited raises for a limited type it skipped because another session held
+# its limit row (migration 0018); the type is in the notice's DETAIL.
+LIMIT_SKIPPED = "PW001"
 
 
 class Pool:
@@ -40,6 +44,8 @@ class Pool:
         self.prepare_threshold = prepare_threshold
         # The first sign of a transaction-mode pooler met without the setting (see `connection`).
         self.pooler_symptom: str | None = None
+        # Called with the job type of each limited type a claim skipped (see LIMIT_SKIPPED).
+        self.on_limit_skipped: Callable[[str], None] | None = None
         # Monotonic instant after which no call waits for a connection any more (see give_up_at).
         self._give_up_at: float | None = None
         self._pool: ConnectionPool[AnyConnection] = ConnectionPool(
@@ -53,7 +59,7 @@ class Pool:
             # when the server has already spoken on the idle socket (FATAL or EOF).
             check=check_idle_connection,
             # Rows Python cannot decode come back as markers, never as an exception mid-fetch.
-            configure=decoding.configure,
+            configure=self._configure,
         )
         try:
             self._pool.open(wait=True, timeout=timeout)
@@ -61,6 +67,15 @@ class Pool:
             # The server went away between the caller's check and the pool's first connections.
             self._pool.close(timeout=0)
             raise Unreachable(f"cannot connect to {describe(dsn)}: {first_error_line(exc, dsn)}") from None
+
+    def _configure(self, conn: AnyConnection) -> None:
+        decoding.configure(conn)
+        conn.add_notice_handler(self._notice)
+
+    def _notice(self, diag: Diagnostic) -> None:
+        callback = self.on_limit_skipped
+        if callback is not None and diag.sqlstate == LIMIT_SKIPPED:
+            callback(diag.message_detail or "")
 
     def close(self, timeout: float) -> None:
         self._pool.close(timeout=max(0.0, timeout))

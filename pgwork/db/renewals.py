@@ -15,6 +15,7 @@ from datetime import datetime
 from pgwork.db.base import QueueBase, check_seconds
 from pgwork.db.connect import AnyConnection
 from pgwork.db.rows import HeartbeatRow
+from pgwork.durations import MAX_LEASE_SECONDS
 from pgwork.errors import InvalidArgument
 from pgwork.models import Lease, LeaseState, Renewal, WorkerLease
 from pgwork.progress import Progress
@@ -49,7 +50,7 @@ class Renewals(QueueBase):
         covered no longer (they keep the lease they had and live on only through their own tokens)."""
         if not owner:
             raise InvalidArgument("owner", "is empty", "pass the worker's id, e.g. its pod name")
-        if not check_seconds(lease_seconds, "lease_seconds") > 0:
+        if not check_seconds(lease_seconds, "lease_seconds", MAX_LEASE_SECONDS) > 0:
             raise InvalidArgument("lease_seconds", "must be > 0", "e.g. 30, the worker's --lease")
         params = {"owner": owner, "lease": float(lease_seconds), "now": now}
         return WorkerLease(owner, self._scalar("register_worker", params, conn))
@@ -70,7 +71,7 @@ class Renewals(QueueBase):
         adopted (covered from the next renewal on) and its covered jobs not passed are uncovered.
         `progress` (by job id, checked by pgwork.progress.check_progress) is stored with the
         renewal of the jobs it names, fenced by the same tokens: no statement of its own."""
-        check_seconds(lease_seconds, "lease_seconds")
+        check_seconds(lease_seconds, "lease_seconds", MAX_LEASE_SECONDS)
         if not leases and worker is None:
             return Renewal({}, None)
         reported = [progress.get(lease.job_id) if progress else None for lease in leases]

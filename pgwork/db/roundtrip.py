@@ -28,6 +28,7 @@ from pgwork.db import statements
 from pgwork.db.base import check_seconds
 from pgwork.db.connect import AnyConnection
 from pgwork.db.rows import ClaimRow, FailManyRow, SucceedManyRow
+from pgwork.durations import MAX_LEASE_SECONDS
 from pgwork.errors import InvalidArgument
 from pgwork.models import ClaimedJob, Lease
 from pgwork.validation import check_int, check_job_types, check_text
@@ -39,7 +40,7 @@ def claim_params(
     """The claim's parameters, checked (bad values name the argument and the fix)."""
     check_text(owner, "owner", "use the pod or host name", max_chars=200)
     check_int(limit, "limit", 1, 10_000, "claim between 1 and 10000 jobs at once")
-    if check_seconds(lease, "lease") <= 0:
+    if check_seconds(lease, "lease", MAX_LEASE_SECONDS) <= 0:
         raise InvalidArgument("lease", "must be > 0 seconds", "e.g. 30")
     return {"owner": owner, "job_types": check_job_types(job_types), "limit": limit, "lease": float(lease), "now": now}
 

@@ -18,6 +18,7 @@ import psycopg
 from pgwork.db import statements
 from pgwork.db.connect import aconnect, connect, first_error_line
 from pgwork.db.rows import OutcomeRow
+from pgwork.durations import check_seconds
 from pgwork.errors import InvalidArgument, JobFailed, WaitTimeout
 from pgwork.validation import check_id
 
@@ -28,8 +29,7 @@ def check_wait(job_id: int, timeout: float, poll: float) -> int:
     """The job id, once the wait's arguments are sane (pure)."""
     check_id(job_id, "job_id")
     for value, name in ((timeout, "timeout"), (poll, "poll")):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
-            raise InvalidArgument(name, f"must be a finite number of seconds >= 0, got {value!r}", "e.g. 60")
+        check_seconds(value, name, fix="e.g. 60")
     if poll <= 0:
         raise InvalidArgument("poll", "must be > 0 seconds", "e.g. 1; it is the fallback when no notification comes")
     return job_id

@@ -7,7 +7,12 @@ import asyncio
 import logging
 import os
 
+from pgwork.durations import parse_duration
 from pgwork.errors import PgworkError
+from pgwork.validation import check_int, parse_whole
+
+MAX_TICK_SECONDS = 3600.0
+MAX_PRIORITY = 1_000_000_000
 
 
 class OperatorUsageError(PgworkError):
@@ -24,16 +29,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="watch this namespace (repeatable; globs like team-* allowed); default: POD_NAMESPACE",
     )
     scope.add_argument("--all-namespaces", action="store_true", help="watch JobQueues in every namespace")
-    p.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (0 turns it off)")
+    p.add_argument("--metrics-port", default="8080", help="Prometheus /metrics port (0 turns it off)")
     p.add_argument(
         "--liveness",
         default="http://0.0.0.0:8081/healthz",
         help="kopf liveness endpoint URL (empty turns it off)",
     )
-    p.add_argument("--tick", type=float, default=1.0, help="timer wake-up in seconds (per-queue polls follow spec)")
+    p.add_argument(
+        "--tick", default="1", help="timer wake-up, seconds or a duration up to 1h (per-queue polls follow spec)"
+    )
     p.add_argument("--standalone", action="store_true", help="no peering (only for a single replica)")
     p.add_argument("--peering", default="pgwork", help="peering object name shared by the operator's replicas")
-    p.add_argument("--priority", type=int, help="peering priority (default: random, so one replica is active)")
+    p.add_argument("--priority", help="peering priority, a whole number (default: random, so one replica is active)")
     p.set_defaults(func=cmd_operator)
 
 
@@ -48,16 +55,28 @@ def cmd_operator(args: argparse.Namespace) -> int:
                 "--namespace: none given and POD_NAMESPACE is unset; pass --namespace NS or --all-namespaces"
             )
         namespaces = [own]
-    if args.tick <= 0:
+    # Every number bounded before it is used (a 5000-digit port, a tick of 1e400 seconds).
+    try:
+        tick = parse_duration(args.tick, "--tick", MAX_TICK_SECONDS)
+        port = check_int(parse_whole(args.metrics_port, "--metrics-port", "use 0..65535"), "--metrics-port", 0, 65535,
+                         "use 0..65535")  # fmt: skip
+        priority = None
+        if args.priority is not None:
+            fix = f"use -{MAX_PRIORITY}..{MAX_PRIORITY}"
+            priority = check_int(parse_whole(args.priority, "--priority", fix), "--priority", -MAX_PRIORITY,
+                                 MAX_PRIORITY, fix)  # fmt: skip
+    except ValueError as exc:
+        raise OperatorUsageError(str(exc)) from None
+    if tick <= 0:
         raise OperatorUsageError("--tick: must be > 0 seconds, e.g. 1")
     options = OperatorOptions(
         namespaces=namespaces,
         clusterwide=bool(args.all_namespaces),
-        metrics_port=args.metrics_port or None,
-        tick_seconds=args.tick,
+        metrics_port=port or None,
+        tick_seconds=tick,
         standalone=args.standalone,
         peering_name=args.peering,
-        priority=args.priority,
+        priority=priority,
     )
     if not args.verbose:
         # kopf logs every timer call ("Timer ... succeeded") per JobQueue each tick; our own

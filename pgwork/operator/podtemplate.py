@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pgwork.errors import InvalidArgument
+from pgwork.operator import podrules
 
 FIELD = "spec.worker.podTemplate"
 WORKER = "worker"
@@ -53,8 +54,6 @@ POD_REFUSED = {
 # What a container named "worker" may add to the operator's worker container.
 WORKER_MERGED = frozenset({"name", "volumeMounts", "envFrom", "env", "resources", "securityContext"})
 RESERVED_ENV = frozenset({"DATABASE_URL", "POD_NAME"})
-# Volume sources that reach into the node.
-REFUSED_VOLUMES = frozenset({"hostPath"})
 
 
 class TemplateRefused(InvalidArgument):
@@ -76,17 +75,11 @@ def _list(value: Any, field: str) -> list[Any]:
     return value
 
 
-def _check_security_context(ctx: Any, field: str) -> None:
-    ctx = _object(ctx, field)
-    if ctx.get("privileged"):
-        raise TemplateRefused(f"{field}.privileged", "is refused", "pgwork pods meet the restricted standard")
-    if ctx.get("allowPrivilegeEscalation"):
-        raise TemplateRefused(f"{field}.allowPrivilegeEscalation", "is refused", "leave it out")
-    caps = ctx.get("capabilities") or {}
-    if isinstance(caps, Mapping) and caps.get("add"):
-        raise TemplateRefused(f"{field}.capabilities.add", "is refused", "pgwork drops ALL capabilities")
-    if ctx.get("runAsNonRoot") is False or ctx.get("runAsUser") == 0:
-        raise TemplateRefused(f"{field}.runAsUser", "root is refused", "the pod runs as user 10001")
+def _refuse(problem: podrules.Problem | None, field: str) -> None:
+    if problem is not None:
+        suffix, text, fix = problem
+        where = field if not suffix else f"{field}{suffix}" if suffix.startswith("[") else f"{field}.{suffix}"
+        raise TemplateRefused(where, text, fix)
 
 
 def _check_env(env: Any, field: str) -> None:
@@ -106,9 +99,12 @@ def check(template: Any) -> dict[str, Any]:
     for key in meta:
         if key not in ("labels", "annotations"):
             raise TemplateRefused(f"{FIELD}.metadata.{key}", "is not a field here", "give labels and annotations")
-        for k, v in _object(meta[key], f"{FIELD}.metadata.{key}").items():
+        values = _object(meta[key], f"{FIELD}.metadata.{key}")
+        for k, v in values.items():
             if not isinstance(v, str):
                 raise TemplateRefused(f"{FIELD}.metadata.{key}.{k}", "must be a string", "quote the value")
+        check_meta = podrules.labels_problem if key == "labels" else podrules.annotations_problem
+        _refuse(check_meta(values), f"{FIELD}.metadata.{key}")
     spec = _object(root.get("spec") or {}, f"{FIELD}.spec")
     where = f"{FIELD}.spec"
     for key in spec:
@@ -118,8 +114,7 @@ def check(template: Any) -> dict[str, Any]:
             raise TemplateRefused(f"{where}.{key}", "is not supported in a pod template", "see docs/operator.md")
     for i, raw_volume in enumerate(_list(spec.get("volumes", []), f"{where}.volumes")):
         volume = _object(raw_volume, f"{where}.volumes[{i}]")
-        for source in REFUSED_VOLUMES & set(volume):
-            raise TemplateRefused(f"{where}.volumes[{i}].{source}", "reaches into the node", "use a PVC or emptyDir")
+        _refuse(podrules.volume_problem(volume), f"{where}.volumes[{i}]")
         if volume.get("name") == "tmp":
             raise TemplateRefused(f"{where}.volumes[{i}].name", "tmp is the operator's /tmp", "pick another name")
     names: set[str] = set()
@@ -135,7 +130,10 @@ def check(template: Any) -> dict[str, Any]:
             raise TemplateRefused(f"{field}.name", f"{name!r} is taken", "give each container its own name")
         names.add(name)
         if "securityContext" in container:
-            _check_security_context(container["securityContext"], f"{field}.securityContext")
+            ctx = _object(container["securityContext"], f"{field}.securityContext")
+            _refuse(podrules.security_context_problem(ctx), f"{field}.securityContext")
+        if "ports" in container:
+            _refuse(podrules.ports_problem(_list(container["ports"], f"{field}.ports")), f"{field}.ports")
         if "env" in container:
             _check_env(container["env"], f"{field}.env")
         if name == WORKER:
@@ -146,7 +144,18 @@ def check(template: Any) -> dict[str, Any]:
                     )
         elif not isinstance(container.get("image"), str) or not container["image"]:
             raise TemplateRefused(f"{field}.image", "is required for a sidecar", "name its image")
+        else:
+            plain = podrules.plain_env_names(container.get("env") or [])
+            for part in ("command", "args"):
+                argv = [a for a in _list(container.get(part) or [], f"{field}.{part}") if isinstance(a, str)]
+                _refuse(podrules.argv_problem(argv, plain), f"{field}.{part}")
     return copy.deepcopy(dict(root))
+
+
+def worker_env(template: Mapping[str, Any] | None) -> list[Any]:
+    """The env entries a checked template adds to the worker container."""
+    containers = ((template or {}).get("spec") or {}).get("containers") or []
+    return [e for c in containers if c.get("name") == WORKER for e in c.get("env") or []]
 
 
 def _by_name(items: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -214,6 +214,8 @@ def render_deployment(body: Mapping[str, Any], spec: JobQueueSpec, replicas: int
         ]
     if w.service_account_name:
         pod_spec["serviceAccountName"] = w.service_account_name
+    # Handlers read producers' payloads: the pod holds no namespace token unless the JobQueue asks.
+    pod_spec["automountServiceAccountToken"] = w.automount_service_account_token
     pod_spec = _hardened_pod(pod_spec, [w.volumes.scratch_volume(), *w.volumes.worker_volumes()])
     deployment_spec: dict[str, Any] = {
         "selector": {"matchLabels": selector_labels(name)},

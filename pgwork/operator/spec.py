@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
         "concurrency": 1,
         "terminationGracePeriodSeconds": 60,
         "metricsPort": 9100,
+        "automountServiceAccountToken": False,
     },
     "scaling": {
         "minReplicas": 1,

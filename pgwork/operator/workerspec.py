@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgwork.operator import kubenames, podtemplate
+from pgwork.operator import kubenames, podrules, podtemplate
 from pgwork.operator.fields import Reader, SpecError, shown
 from pgwork.operator.workerflags import WorkerFlags, parse_flags
 from pgwork.operator.workervolumes import WorkerVolumes, check_template_clashes, parse_volumes
@@ -40,6 +40,8 @@ class WorkerSpec:
     service_account_name: str | None
     # Checked by podtemplate.check; merged under the operator's pod by render.
     pod_template: dict[str, Any] | None = None
+    # Whether the pod gets a namespace token: handlers read producers' payloads, so not by default.
+    automount_service_account_token: bool = False
     # `--max-abandoned` for the worker; None leaves the flag out, so the worker's own default holds
     # (and a JobQueue that never set it renders the same Deployment as before the field existed).
     max_abandoned: int | None = None
@@ -132,6 +134,13 @@ def parse_worker(w: Reader) -> WorkerSpec:
         raise SpecError(exc.field, exc.problem, exc.fix) from None
     volumes = parse_volumes(w)
     check_template_clashes(volumes, pod_template, w.field("podTemplate"))
+    # The kubelet expands $(NAME) in command and args into the process's argv: a Secret's value there
+    # is readable by every process on the node, so only plain variables may be expanded.
+    plain = podrules.plain_env_names([*env, *podtemplate.worker_env(pod_template)]) | {"POD_NAME"}
+    for part, argv in (("command", command), ("args", args or ())):
+        problem = podrules.argv_problem(argv, plain)
+        if problem is not None:
+            raise SpecError(w.field(part), problem[1], problem[2])
     return WorkerSpec(
         image=image,
         image_pull_policy=pull,
@@ -150,4 +159,5 @@ def parse_worker(w: Reader) -> WorkerSpec:
         max_abandoned=max_abandoned,
         flags=parse_flags(w, has_args=args is not None),
         volumes=volumes,
+        automount_service_account_token=w.boolean("automountServiceAccountToken"),
     )

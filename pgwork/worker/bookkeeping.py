@@ -13,6 +13,7 @@ import threading
 import time
 
 from pgwork import tracing
+from pgwork.tables import inert
 from pgwork.worker.attempt import Attempt
 from pgwork.worker.finishes import Answers
 from pgwork.worker.holdings import Holdings
@@ -45,12 +46,12 @@ class Bookkeeper:
                 a.span.end()
             self._holdings.remove(a.id)
         for (job_type, label), seconds in durations.items():
-            histogram = self._metrics.job_duration.labels(job_type, label)
+            histogram = self._metrics.job_duration.labels(self._metrics.type_label(job_type), label)
             for s in seconds:
                 histogram.observe(s)
-            self._metrics.jobs_finished.labels(job_type, label).inc(len(seconds))
+            self._metrics.jobs_finished.labels(self._metrics.type_label(job_type), label).inc(len(seconds))
             if label == Outcome.LEASE_LOST.value:
-                self._metrics.lease_lost.labels(job_type).inc(len(seconds))
+                self._metrics.lease_lost.labels(self._metrics.type_label(job_type)).inc(len(seconds))
         self._metrics.in_flight.set(len(self._holdings))
         if not self._wake.is_set():
             self._wake.set()  # a burst worker may be waiting for the last write
@@ -73,7 +74,8 @@ def _log(a: Attempt, decision: Decision, outcome: Outcome, now: float) -> None:
         # The attempt failed before a heartbeat brought the cancellation: the database ended it
         # cancelled rather than retried (migration 13).
         lines = (decision.error or "").strip().splitlines()
-        log.warning(
+        _line(
+            logging.WARNING,
             "job %s (%s) attempt %d failed -> cancelled (its cancellation was requested): %s",
             job.id,
             job.job_type,
@@ -103,6 +105,9 @@ _LINE = _log.__code__.co_firstlineno
 def _line(level: int, msg: str, *args: object) -> None:
     """`log.log(level, msg, *args)` without its walk up the stack for the caller (findCaller, a
     third of a line's cost, paid per job): the record names `_log` here as its origin. The
-    level, the logger's filters and handlers apply as ever."""
+    level, the logger's filters and handlers apply as ever. Text arguments (the job type, the
+    error's first line: job data) are made inert here too, whatever formatter an embedding
+    program's handler uses (pgwork's own, logsetup.LineFormatter, escapes every line)."""
     if log.isEnabledFor(level):
+        args = tuple(inert(a) if isinstance(a, str) else a for a in args)
         log.handle(log.makeRecord(log.name, level, __file__, _LINE, msg, args, None, "_log"))

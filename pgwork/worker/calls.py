@@ -150,8 +150,10 @@ class Calls:
         begun = [a for a in attempts if self._begin(a)]
         if begun:
             first = min(a.claimed_at for a in begun)
-            self._metrics.batch_size.labels(begun[0].job_type).observe(len(begun))
-            self._metrics.batch_wait.labels(begun[0].job_type).observe(time.monotonic() - first)
+            self._metrics.batch_size.labels(self._metrics.type_label(begun[0].job_type)).observe(len(begun))
+            self._metrics.batch_wait.labels(self._metrics.type_label(begun[0].job_type)).observe(
+                time.monotonic() - first
+            )
         return begun
 
     def _todo(self, begun: list[Attempt]) -> list[Attempt]:

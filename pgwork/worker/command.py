@@ -13,7 +13,9 @@ import sys
 from dataclasses import dataclass
 
 from pgwork.dsn import resolve_dsn
+from pgwork.quoting import quoted
 from pgwork.worker.app import App
+from pgwork.worker.describe import safe_str
 from pgwork.worker.options import DEFAULT_MAX_ABANDONED, EXIT_ABANDONED, WorkerOptions
 from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.serving import Stopper, WorkerUsageError, options_from_values, serve
@@ -134,8 +136,16 @@ def load_app(target: str) -> LoadedApp:
         if exc.name and module.startswith(exc.name):
             raise WorkerUsageError(f"--app: cannot import {module!r} ({exc}); is it on PYTHONPATH?") from None
         raise WorkerUsageError(f"--app: importing {module!r} failed: {exc}") from None
-    except Exception as exc:
-        raise WorkerUsageError(f"--app: importing {module!r} failed: {type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:
+        # sys.exit() (even sys.exit(0)) or exit() while importing: the module never finished
+        # loading, so the worker has nothing sound to run; exiting 0 would look like a healthy stop.
+        raise WorkerUsageError(
+            f"--app: importing {module!r} called sys.exit({quoted(exc.code, 100)}) before it finished; "
+            "an app module must only define and register handlers"
+        ) from None
+    except BaseException as exc:
+        what = f"{type(exc).__name__}: {safe_str(exc)}"[:300]
+        raise WorkerUsageError(f"--app: importing {module!r} failed: {what}") from None
     if not name:
         registry = REGISTRY.registered_by(module, before)
         apps = [n for n, value in vars(loaded).items() if isinstance(value, App)]
@@ -146,6 +156,11 @@ def load_app(target: str) -> LoadedApp:
                 f"--app: {module} registers no @pgwork.handler functions, but defines the pgwork.App {apps[0]!r}"
                 f"{also}: run it with --app {module}:{apps[0]}"
             )
+        if not registry.job_types():
+            raise WorkerUsageError(
+                f"--app: {module} registers no handlers; decorate functions with @pgwork.handler('TYPE') in it, "
+                "or name a pgwork.App as MODULE:APP"
+            )
         return LoadedApp(registry, None)
     app = getattr(loaded, name, None)
     if not isinstance(app, App):
@@ -153,6 +168,10 @@ def load_app(target: str) -> LoadedApp:
         raise WorkerUsageError(
             f"--app: {module}.{name} is {what}, not a pgwork.App (name the App object, e.g. --app {module}:app, "
             f"or give the module alone for its @pgwork.handler functions)"
+        )
+    if not app.registry.job_types():
+        raise WorkerUsageError(
+            f"--app: {module}:{name} registers no handlers; register them with @{name}.handler('TYPE')"
         )
     return LoadedApp(app.registry.copy(), app.dsn)
 

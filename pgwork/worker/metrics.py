@@ -11,7 +11,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,11 +31,20 @@ BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 BATCH_WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0, 300.0)
 
 OUTCOMES = ("succeeded", "duplicate", "retry", "dead", "cancelled", "lease_lost", "released")
+# Job types with series of their own; any further type a worker serves (or a claim reports) shares
+# the label OTHER_TYPE. Each type costs about 155 series (the duration histogram alone is 7
+# outcomes x 18), so 10,000 types were 1.55M series and 136 MB a scrape; capped, a worker exports
+# at most (MAX_TYPE_LABELS + 1) x ~155 + a few, whatever producers and handlers do.
+MAX_TYPE_LABELS = 50
+# Not a job type any pgwork check lets through (parentheses), so it never merges with a real one's.
+OTHER_TYPE = "(other)"
 
 
 class WorkerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._type_labels: dict[str, str] = {}
+        self._type_lock = threading.Lock()
         r = self.registry
         self.claim_duration = Histogram(
             "pgwork_claim_duration_seconds",
@@ -120,34 +129,60 @@ class WorkerMetrics:
             buckets=BATCH_WAIT_BUCKETS,
             registry=r,
         )
+        self.limit_skipped = Counter(
+            "pgwork_claim_limit_skipped_total",
+            "Claims that left out a limited job type because another session held its limit row "
+            "(a claim never waits on it for more than a few milliseconds), by job type.",
+            ["job_type"],
+            registry=r,
+        )
         self.abandoned_threads = Gauge(
             "pgwork_worker_abandoned_threads",
             "Handler threads this worker gave up on that are still running (past --max-abandoned it drains and exits).",
             registry=r,
         )
 
+    def type_label(self, job_type: str) -> str:
+        """The `job_type` label for a type: itself for the first MAX_TYPE_LABELS types seen (those
+        the worker serves first, in watch's order), OTHER_TYPE for every one after."""
+        label = self._type_labels.get(job_type)
+        if label is not None:
+            return label
+        with self._type_lock:
+            own = len(self._type_labels) < MAX_TYPE_LABELS
+            return self._type_labels.setdefault(job_type, job_type if own else OTHER_TYPE)
+
     def watch(self, holdings: Holdings, job_types: Iterable[str]) -> None:
         """Called once at worker start: the series every dashboard and alert reads exist from the
-        first scrape, at zero, for every job type this worker takes; the heartbeat age is read from
-        the holdings at each scrape. Until the first heartbeat round, the last-heartbeat timestamp
-        is the start time: no renewal is owed before one interval has passed."""
+        first scrape, at zero, for every job type label this worker takes (at most
+        MAX_TYPE_LABELS + 1); the heartbeat age is read from the holdings at each scrape. Until the
+        first heartbeat round, the last-heartbeat timestamp is the start time: no renewal is owed
+        before one interval has passed."""
+        by_label: dict[str, set[str]] = {}
         for job_type in job_types:
-            self.progress_sum.labels(job_type).set_function(functools.partial(_progress_sum, holdings, job_type))
-            self.progress_jobs.labels(job_type).set_function(functools.partial(_progress_count, holdings, job_type))
-            self.lease_lost.labels(job_type)
-            self.timed_out.labels(job_type)
-            self.abandoned.labels(job_type)
+            by_label.setdefault(self.type_label(job_type), set()).add(job_type)
+        for label, types in by_label.items():
+            self.progress_sum.labels(label).set_function(functools.partial(_progress_sum, holdings, types))
+            self.progress_jobs.labels(label).set_function(functools.partial(_progress_count, holdings, types))
+            self.lease_lost.labels(label)
+            self.timed_out.labels(label)
+            self.abandoned.labels(label)
+            self.limit_skipped.labels(label)
             for outcome in OUTCOMES:
-                self.jobs_finished.labels(job_type, outcome)
-                self.job_duration.labels(job_type, outcome)
+                self.jobs_finished.labels(label, outcome)
+                self.job_duration.labels(label, outcome)
         self.last_heartbeat.set(time.time())
         self.heartbeat_age.set_function(lambda: heartbeat_age(holdings, time.monotonic()))
 
     def finished(self, job_type: str, outcome: str, seconds: float) -> None:
-        self.jobs_finished.labels(job_type, outcome).inc()
-        self.job_duration.labels(job_type, outcome).observe(seconds)
+        label = self.type_label(job_type)
+        self.jobs_finished.labels(label, outcome).inc()
+        self.job_duration.labels(label, outcome).observe(seconds)
         if outcome == "lease_lost":
-            self.lease_lost.labels(job_type).inc()
+            self.lease_lost.labels(label).inc()
+
+    def claim_skipped(self, job_type: str) -> None:
+        self.limit_skipped.labels(self.type_label(job_type)).inc()
 
     def heartbeat_ok(self) -> None:
         self.last_heartbeat.set(time.time())
@@ -165,24 +200,25 @@ def heartbeat_age(holdings: Holdings, now: float) -> float:
     return max(0.0, now - min(renewed)) if renewed else 0.0
 
 
-def progress_figures(holdings: Holdings, job_type: str) -> tuple[int, float]:
-    """How many running jobs of `job_type` reported progress, and the sum of their newest fractions."""
+def progress_figures(holdings: Holdings, job_types: str | Collection[str]) -> tuple[int, float]:
+    """How many running jobs of `job_types` reported progress, and the sum of their newest fractions."""
+    wanted = {job_types} if isinstance(job_types, str) else job_types
     reported = [
         p.fraction
         for h in holdings.snapshot()
         if h.state is AttemptState.RUNNING
-        and h.claimed.job_type == job_type
+        and h.claimed.job_type in wanted
         and (p := h.job.reported_progress) is not None
     ]
     return len(reported), sum(reported)
 
 
-def _progress_sum(holdings: Holdings, job_type: str) -> float:
-    return progress_figures(holdings, job_type)[1]
+def _progress_sum(holdings: Holdings, job_types: Collection[str]) -> float:
+    return progress_figures(holdings, job_types)[1]
 
 
-def _progress_count(holdings: Holdings, job_type: str) -> float:
-    return progress_figures(holdings, job_type)[0]
+def _progress_count(holdings: Holdings, job_types: Collection[str]) -> float:
+    return progress_figures(holdings, job_types)[0]
 
 
 # A scraper that gave up (timeout, a stopped-then-resumed worker) closes its end: writing the

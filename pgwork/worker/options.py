@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pgwork.durations import parse_duration
+from pgwork.durations import MAX_LEASE_SECONDS, MAX_SECONDS, parse_duration
 from pgwork.validation import text_problem
 from pgwork.worker.childpolicy import ISOLATIONS, parse_size
 
@@ -21,6 +21,8 @@ EXIT_ABANDONED = 3
 # A worker that met a transaction-mode pooler without PGWORK_POOLER=transaction releases what it
 # holds and exits with this code (its last log line names the setting).
 EXIT_POOLER = 4
+# The longest --grace: a day, as the CRD's terminationGracePeriodSeconds (the kubelet's kill follows it).
+MAX_GRACE_SECONDS = 86400.0
 
 
 def is_app_name(text: str) -> bool:
@@ -69,9 +71,9 @@ class WorkerOptions:
         return max(self.concurrency, self.batch)
 
 
-def _duration(text: str, option: str) -> float:
+def _duration(text: str, option: str, maximum: float = MAX_SECONDS) -> float:
     try:
-        return parse_duration(text, option)
+        return parse_duration(text, option, maximum)
     except ValueError as exc:
         # parse_duration's message names the field and carries its own fix: one hint, not two.
         problem, _, fix = str(exc).split(": ", 1)[-1].removesuffix(")").partition(" (")
@@ -81,7 +83,8 @@ def _duration(text: str, option: str) -> float:
 def _int(text: str, option: str, low: int, high: int) -> int:
     stripped = text.strip()
     # [0-9], not \d: \d also matches '٣', which int() reads as 3.
-    if not re.fullmatch(r"[0-9]+", stripped):
+    # At most 18 digits, so int() never meets Python's digit limit (a ValueError of its own).
+    if not re.fullmatch(r"[0-9]{1,18}", stripped):
         raise OptionError(option, f"{text!r} is not a whole number", f"use {low}..{high}")
     value = int(stripped)
     if not low <= value <= high:
@@ -142,7 +145,7 @@ def parse_options(
         types = tuple(dict.fromkeys(parts))
     n_concurrency = _int(concurrency, "--concurrency", 1, MAX_CONCURRENCY)
     n_batch = _int(batch, "--batch", 1, MAX_BATCH)
-    lease_s = _duration(lease, "--lease")
+    lease_s = _duration(lease, "--lease", MAX_LEASE_SECONDS)
     if lease_s < 1:
         raise OptionError("--lease", f"{lease!r} is under one second", "use at least 1s; 30s suits most jobs")
     heartbeat_s = lease_s / 3 if heartbeat is None else _duration(heartbeat, "--heartbeat")
@@ -155,7 +158,7 @@ def parse_options(
             f"use at most {lease_s / 3:g}s, or lengthen --lease",
         )
     port = _int(metrics_port, "--metrics-port", 0, 65535)
-    grace_s = _duration(grace, "--grace")
+    grace_s = _duration(grace, "--grace", MAX_GRACE_SECONDS)
     poll_s = _duration(poll, "--poll")
     if not 0.01 <= poll_s <= 300:
         raise OptionError("--poll", f"{poll!r} is out of range", "use 10ms..5m; 1s is the default")

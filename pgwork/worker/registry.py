@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pgwork.backoff import Backoff
-from pgwork.durations import parse_duration
+from pgwork.durations import MAX_SECONDS, parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.progress import Progress, check_progress, checkpoint_json
 from pgwork.quoting import quoted
@@ -107,6 +107,8 @@ class Job:
 
     def sleep(self, seconds: float) -> bool:
         """Wait `seconds`; returns False early if the job must stop (lost, cancelled, released)."""
+        # Clamped before Event.wait converts it: wait(10**400) or wait(inf) raises OverflowError.
+        seconds = min(max(0.0, seconds), MAX_SECONDS)
         with self._lock:
             if self._stop is None:
                 self._stop = threading.Event()

@@ -71,6 +71,11 @@ JOIN_SECONDS = 1.0
 # against 0.72x without (ranges overlapping, on a loaded machine): until a quiet run decides, the
 # large batches keep claiming beside the write.
 PIPELINE_MAX_BATCH = 10
+# After a claim that skipped a limited type (another session held its limit row past the claim's
+# few milliseconds of patience), claim again this soon rather than after --poll: under heavy
+# contention the row is free again within milliseconds; a holder that keeps it costs one claim
+# per pause.
+SKIPPED_RETRY_SECONDS = 0.05
 
 
 def check_result(value: Any) -> str | None:
@@ -116,6 +121,8 @@ class Worker:
         )
         self.holdings = Holdings()
         self.metrics.watch(self.holdings, types)
+        self._skipped = False
+        queue.on_limit_skipped(self._limit_skipped)
         self._wake = threading.Event()
         self._stop = threading.Event()  # first request: stop claiming, drain
         self._force = threading.Event()  # second request: release at once
@@ -156,8 +163,8 @@ class Worker:
             # A job in a child process waits on a runner thread, whatever its handler's kind.
             self._handlers[t] = (spec, spec.is_async and t not in self._in_process)
             if spec.batch is not None:  # its batch series exist from the first scrape, at zero
-                self.metrics.batch_size.labels(t)
-                self.metrics.batch_wait.labels(t)
+                self.metrics.batch_size.labels(self.metrics.type_label(t))
+                self.metrics.batch_wait.labels(self.metrics.type_label(t))
         # A slot runs one job, or one batch handler's call of up to its batch: the worker holds
         # up to --concurrency of the largest, and claims at least one such batch at a time.
         self._per_slot = max(spec.batch or 1 for spec, _ in self._handlers.values())
@@ -378,7 +385,13 @@ class Worker:
                         return
             finally:
                 self._gate.leave()
-            self._wake.wait(self.options.poll)
+            skipped, self._skipped = self._skipped, False
+            self._wake.wait(min(self.options.poll, SKIPPED_RETRY_SECONDS) if skipped else self.options.poll)
+
+    def _limit_skipped(self, job_type: str) -> None:
+        """A claim left out a limited type whose row another session held (migration 0018)."""
+        self.metrics.claim_skipped(job_type)
+        self._skipped = True
 
     def _room(self) -> int:
         """How many jobs to claim now (none once stopping)."""

@@ -168,7 +168,7 @@ class Enforcer:
             format_duration(timeout),
             abandon_grace(timeout),
         )
-        self._metrics.timed_out.labels(attempt.job_type).inc()
+        self._metrics.timed_out.labels(self._metrics.type_label(attempt.job_type)).inc()
         attempt.job.request_stop(StopReason.TIMED_OUT)
 
     def abandon(self, attempt: Attempt) -> None:
@@ -195,7 +195,7 @@ class Enforcer:
         abandoned_now = [attempt, *(m for m in mates if self._decide_abandoned(m, m.timeout or attempt.timeout))]
         stuck = self._runners.abandoned + (1 if thread is not None else 0)
         for a in abandoned_now:
-            self._metrics.abandoned.labels(a.job_type).inc()
+            self._metrics.abandoned.labels(self._metrics.type_label(a.job_type)).inc()
         log.error(
             "job %s (%s): the handler did not return after being told to stop; its thread is abandoned "
             "(%d abandoned, --max-abandoned %d) and a new runner takes its place",

@@ -168,6 +168,13 @@ def test_sixteen_claimers_never_claim_more_than_the_rate(dsn: str) -> None:
         (T0 + timedelta(hours=2), 10),
     ):
         _run_claimers(claim_all(at))
+        # Racing claimers may leave the type out when its row stays locked past a claim's 5 ms
+        # (migration 18), so on a loaded machine they can take fewer than the bucket holds; one
+        # claimer alone then takes whatever is left. Never more than the rate, in total exactly it.
+        with Queue(dsn, pool_size=1) as alone:
+            while jobs := alone.claim("drain", job_types=["llm"], limit=3, now=at):
+                counts.add(len(jobs))
+                alone.succeed_many([(j.lease, 1) for j in jobs], now=at)
         expected += refill
         assert (at, counts.claimed) == (at, expected)
 

@@ -169,6 +169,92 @@ AGREED = [  # (case, spec, valid)
     ("pod template sidecar", spec_with("worker", podTemplate=container("proxy", image="p:1", args=["-v"])), True),
     ("pod template labels", spec_with("worker", podTemplate={"metadata": {"labels": {"team": "ml"}}}), True),
     ("pod template label not a string", spec_with("worker", podTemplate={"metadata": {"labels": {"n": 1}}}), False),
+    # Second round (issue 24): what the restricted standard and Kubernetes' name rules refuse.
+    *[
+        (
+            f"pod template {kind} volume",
+            spec_with("worker", podTemplate=pod_spec(volumes=[{"name": "v", kind: {}}])),
+            False,
+        )
+        for kind in ("nfs", "iscsi", "cephfs", "flexVolume", "gitRepo", "rbd", "awsElasticBlockStore")
+    ],
+    *[
+        (
+            f"pod template {kind} volume",
+            spec_with("worker", podTemplate=pod_spec(volumes=[{"name": "v", kind: {}}])),
+            True,
+        )
+        for kind in ("persistentVolumeClaim", "projected", "configMap", "secret", "emptyDir", "ephemeral", "csi")
+    ],
+    (
+        "pod template hostPort",
+        spec_with("worker", podTemplate=container("s", image="i", ports=[{"hostPort": 8}])),
+        False,
+    ),
+    (
+        "pod template port",
+        spec_with("worker", podTemplate=container("s", image="i", ports=[{"containerPort": 8}])),
+        True,
+    ),
+    (
+        "pod template seccomp unconfined",
+        spec_with(
+            "worker", podTemplate=container("s", image="i", securityContext={"seccompProfile": {"type": "Unconfined"}})
+        ),
+        False,
+    ),
+    (
+        "pod template apparmor unconfined",
+        spec_with(
+            "worker", podTemplate=container("s", image="i", securityContext={"appArmorProfile": {"type": "Unconfined"}})
+        ),
+        False,
+    ),
+    (
+        "pod template seccomp default",
+        spec_with(
+            "worker",
+            podTemplate=container("s", image="i", securityContext={"seccompProfile": {"type": "RuntimeDefault"}}),
+        ),
+        True,
+    ),
+    (
+        "pod template apparmor annotation",
+        spec_with(
+            "worker",
+            podTemplate={
+                "metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/s": "unconfined"}}
+            },
+        ),
+        False,
+    ),
+    (
+        "pod template seccomp annotation",
+        spec_with(
+            "worker",
+            podTemplate={"metadata": {"annotations": {"seccomp.security.alpha.kubernetes.io/pod": "unconfined"}}},
+        ),
+        False,
+    ),
+    (
+        "pod template confined annotation",
+        spec_with(
+            "worker",
+            podTemplate={
+                "metadata": {"annotations": {"container.apparmor.security.beta.kubernetes.io/s": "runtime/default"}}
+            },
+        ),
+        True,
+    ),
+    ("pod template label too long", spec_with("worker", podTemplate={"metadata": {"labels": {"a": "x" * 64}}}), False),
+    ("pod template label space", spec_with("worker", podTemplate={"metadata": {"labels": {"a": "x y"}}}), False),
+    ("pod template label dash end", spec_with("worker", podTemplate={"metadata": {"labels": {"a": "x-"}}}), False),
+    ("pod template label empty", spec_with("worker", podTemplate={"metadata": {"labels": {"a": ""}}}), True),
+    ("args $(DATABASE_URL)", spec_with("worker", args=["worker", "--dsn", "$(DATABASE_URL)"]), False),
+    ("command $(DATABASE_URL)", spec_with("worker", command=["sh", "-c", "x $(DATABASE_URL)"]), False),
+    ("args $$(DATABASE_URL)", spec_with("worker", args=["worker", "--app", "m", "$$(DATABASE_URL)"]), True),
+    ("args $(POD_NAME)", spec_with("worker", args=["worker", "--app", "m", "$(POD_NAME)"]), True),
+    ("token asked", spec_with("worker", automountServiceAccountToken=True), True),
 ]
 
 
@@ -213,6 +299,23 @@ def test_schedules_are_judged_alike_by_the_crd_and_the_operator(schedule: str, v
         (
             spec_with("worker", podTemplate=container("s", image="i", securityContext={"runAsUser": 0})),
             "spec.worker.podTemplate.spec.containers[0].securityContext.runAsUser",
+        ),
+        # Allow-lists the schema cannot hold: a volume type it does not name, a Secret-backed $(NAME).
+        (
+            spec_with("worker", podTemplate=pod_spec(volumes=[{"name": "v", "someFutureDriver": {}}])),
+            "spec.worker.podTemplate.spec.volumes[0].someFutureDriver",
+        ),
+        (
+            spec_with(
+                "worker",
+                env=[{"name": "K", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+                args=["worker", "--app", "m", "$(K)"],
+            ),
+            "spec.worker.args",
+        ),
+        (
+            spec_with("worker", podTemplate={"metadata": {"labels": {"bad key": "x"}}}),
+            "spec.worker.podTemplate.metadata.labels.bad key",
         ),
     ],
 )

@@ -341,6 +341,9 @@ def test_emulated_gpu_jobqueue_yields_a_deployment_with_its_fields(
         ({"spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}, f"{F}.volumes[0].hostPath"),
         ({"spec": {"containers": [{"name": "worker", "env": [{"name": "DATABASE_URL", "value": "postgresql://evil"}]}]}},
          f"{F}.containers[0].env[0].name"),
+        # Second round (issue 24): the condition names the field and the rule.
+        ({"spec": {"volumes": [{"name": "share", "nfs": {"server": "evil", "path": "/"}}]}},
+         f"{F}.volumes[0].nfs: nfs volumes are refused (allowed volume types (restricted Pod Security Standard)"),
     ],
 )  # fmt: skip
 def test_emulated_hostile_template_is_refused(

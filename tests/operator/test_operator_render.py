@@ -287,12 +287,14 @@ def test_arguments_the_worker_would_misread_are_refused_up_front(overrides: dict
     assert info.value.field == field
 
 
-def test_maintenance_pods_mount_no_service_account_token() -> None:
+def test_no_pod_mounts_a_service_account_token_unless_asked() -> None:
+    """Handlers read producers' payloads: a worker holds a namespace token only when the JobQueue
+    asks for one (spec.worker.automountServiceAccountToken); maintenance pods never do."""
     for name, pod in _pod_specs(render_all(body(worker={"serviceAccountName": "ocr-sa"}))):
-        if name == "ocr-worker":
-            assert "automountServiceAccountToken" not in pod  # handlers may use the API
-        else:
-            assert pod["automountServiceAccountToken"] is False, name
+        assert pod["automountServiceAccountToken"] is False, name
+    asked = render_all(body(worker={"serviceAccountName": "ocr-sa", "automountServiceAccountToken": True}))
+    for name, pod in _pod_specs(asked):
+        assert pod["automountServiceAccountToken"] is (name == "ocr-worker"), name
 
 
 def _secret_refs(manifests: list[dict[str, Any]]) -> dict[str, dict[str, str]]:

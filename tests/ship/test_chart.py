@@ -200,7 +200,7 @@ def test_operator_arguments_are_accepted_by_the_pgwork_cli() -> None:
         deployment = by_kind(rendered(CHART / "ci" / f"{values}-values.yaml"), "Deployment")[0]
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         parsed = parser.parse_args(args)
-        assert parsed.metrics_port == 8080
+        assert parsed.metrics_port == "8080"  # a string, bounded by `pgwork operator` itself (one line naming it)
 
 
 # ---------------------------------------------------------------- values.schema.json

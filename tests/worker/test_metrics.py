@@ -8,8 +8,6 @@ import socket
 import struct
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import psycopg
 import pytest
@@ -17,26 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pgwork.db import Queue
 from pgwork.worker.metrics import OUTCOMES
+from tests.support.scrape import get, samples
 from tests.support.waiting import wait_for
 from tests.support.workers import ROOT, Spawn, free_port, worker_command, worker_env
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 @pytest.mark.slow

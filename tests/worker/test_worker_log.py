@@ -95,3 +95,53 @@ def test_the_cached_time_of_day_reads_as_loggings_own(created: float) -> None:
         record = logging.LogRecord("pgwork.worker.jobs", logging.INFO, __file__, 1, "job %s", (7,), None)
         record.created, record.msecs = at, (at - int(at)) * 1000
         assert ours.format(record) == theirs.format(record)
+
+
+# -- job data in the log is inert (issue 24, class 6) --------------------------------------------
+
+SPOOF = "\x1b[2K\x1b[1GSPOOFED\x07\r\nWARNING forged line\u202e"
+
+
+def test_a_handlers_error_quoting_a_payload_reaches_the_log_inert(queue: Queue, tmp_path: Path) -> None:
+    job_id = queue.enqueue("quote", {"text": SPOOF}, max_attempts=1)
+    log = _burst(queue, tmp_path).log()
+    line = next(x for x in log.splitlines() if f"job {job_id} (quote)" in x)
+    assert line.endswith("cannot parse \\u001b[2K\\u001b[1GSPOOFED\\u0007"), line  # its first line only
+    for raw in ("\x1b", "\x07", "\r", "\u202e"):
+        assert raw not in log
+    assert not any(x.startswith("WARNING forged line") for x in log.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain ascii", "plain ascii"),
+        ("é and ✓ stay", "é and ✓ stay"),
+        ("\x1b[31mred", "\\u001b[31mred"),
+        ("bell\x07", "bell\\u0007"),
+        ("cr\rlf\n tab\t", "cr\\rlf\\n tab\\t"),
+        ("del\x7f c1\x9b", "del\\u007f c1\\u009b"),
+        ("bidi\u202eoverride\u2066", "bidi\\u202eoverride\\u2066"),
+        ("line sep\u2028", "line sep\\u2028"),
+        ("tag \U000e0041", "tag \\udb40\\udc41"),
+    ],
+)
+def test_inert_escapes_what_a_terminal_acts_on(text: str, shown: str) -> None:
+    from pgwork.tables import inert
+
+    assert inert(text) == shown
+
+
+def test_the_formatter_escapes_every_line_and_keeps_traceback_breaks() -> None:
+    formatter = LineFormatter(FORMAT)
+    try:
+        raise RuntimeError("from payload: " + SPOOF)
+    except RuntimeError:
+        import sys
+
+        record = logging.LogRecord("pgwork.x", logging.ERROR, __file__, 1, "job %s: %s", (7, SPOOF), sys.exc_info())
+    text = formatter.format(record)
+    assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\u202e" not in text
+    first, *rest = text.split("\n")
+    assert first.endswith("job 7: \\u001b[2K\\u001b[1GSPOOFED\\u0007\\r\\nWARNING forged line\\u202e")
+    assert rest[0] == "Traceback (most recent call last):" and "RuntimeError: from payload" in rest[-1]

@@ -45,6 +45,12 @@ def fail(job: Job) -> None:
     raise RuntimeError(f"model backend returned 503 (attempt {job.attempt})")
 
 
+@pgwork.handler("quote")
+def quote(job: Job) -> None:
+    # A handler's error quoting what a producer sent (issue 24 class 6: the log must show it inert).
+    raise PermanentError(f"cannot parse {job.payload.get('text')}")
+
+
 @pgwork.handler("permanent")
 def permanent(job: Job) -> None:
     raise PermanentError("invoice has no number; retrying cannot help")
