@@ -5,7 +5,8 @@ on how loaded the machine is, while claim latency on a shared two-core machine d
 gave 4-16 ms p50 under load average 10-40). So each candidate churns jobs through the queue (enqueue
 1,000, claim them, finish them, repeated) while another session holds a REPEATABLE READ snapshot
 that read (a) the candidate's jobs table or (b) only another table, or (c) nobody holds one; every
-`--every` jobs it EXPLAINs (ANALYZE, BUFFERS) one claim, rolled back: the buffers it touched and its
+`--every` jobs it VACUUMs the hot table (what remains is what the snapshot keeps) and EXPLAINs
+(ANALYZE, BUFFERS) one claim, rolled back: the buffers it touched and its
 time (median of 5). Candidates:
 
   A  pgwork today: one table; pgwork.claim's statement (read back from the installed function);
@@ -49,6 +50,7 @@ class Candidate:
 
     name = "A pgwork today (one table)"
     read_jobs = "SELECT count(*) FROM pgwork.jobs"
+    vacuum = "VACUUM pgwork.jobs"
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -92,6 +94,7 @@ class HotTable(Candidate):
     name = "B hot table + history"
     prefix = "b"
     read_jobs = Q["b_read"]
+    vacuum = "VACUUM cand_b.live"
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -124,6 +127,7 @@ class Segments(HotTable):
     name = "C segments (ring of 8, truncated)"
     prefix = "c"
     read_jobs = Q["c_read"]
+    vacuum = "VACUUM cand_c.live"
 
     def __init__(self, dsn: str) -> None:
         super().__init__(dsn)
@@ -204,6 +208,8 @@ def measure(make: Callable[[str], Candidate], dsn: str, case: str, args: argpars
     next_rotate = args.rotate
     while True:
         if done % args.every == 0:
+            # Vacuum as eager as it can be first: what is left is what the held snapshot keeps.
+            cand.conn.execute(cand.vacuum)
             buffers, ms = cand.measure()
             cells.append(f"{done // 1000}k: {buffers} buf {ms:.2f} ms")
         if done >= args.churn:
