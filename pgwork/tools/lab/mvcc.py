@@ -117,7 +117,7 @@ START_AFTER = 20.0
 
 
 def _lanes(
-    lab: LabDatabase, p: Plan, seconds: float, out: Path, peer: bool, start_at: float
+    lab: LabDatabase, p: Plan, seconds: float, out: Path, *, peer: bool, start_at: float
 ) -> dict[str, subprocess.Popen[bytes]]:
     env = {**worker_env(lab.dsn), "PGWORK_LAB_MVCC_START": str(start_at)}
     mod = "pgwork.tools.lab."
@@ -157,7 +157,7 @@ def run_case(
         fleet.start(f"mvcc-{case}-{i}", "--concurrency", str(p.concurrency))
     seconds = p.warm + p.hold + p.recover
     started = time.time() + START_AFTER
-    lanes = _lanes(lab, p, seconds, logs, peer, started)
+    lanes = _lanes(lab, p, seconds, logs, peer=peer, start_at=started)
     line = Timeline(samples=[])
     time.sleep(max(0.0, started - time.time()))
     line.hold_at = started + p.warm

@@ -36,4 +36,22 @@ def render(rows: Sequence[Row]) -> list[str]:
     buckets = [r for r in mine if r.x != "summary"]
     parts += [render_pivot(pivot(summary), "system, case", "", skip=()), ""]
     parts += [render_pivot(pivot(buckets), "system, case", "held for"), ""]
-    return parts
+    return parts + READING
+
+
+# What the recorded short run shows, written by whoever ran it (the CSV holds the figures, not the
+# machine's state): keep it true when the run is replaced.
+READING = [
+    "_Reading the 2026-12-04 run (short form: 100 jobs/s per system, warm-up 20 s, hold 150 s, 60 s after; the "
+    "shared two-core machine at load average 10-40 from other sessions, so every p50 is mostly CPU wait: 7-19 ms "
+    "in case (c))._ While a snapshot is held, in (a) and (b) alike, dead tuples grow linearly (80-170 a second per "
+    "system: every finished claim leaves one) where in (c) autovacuum keeps cutting them back; pgwork's and the "
+    "reference's backlog grow by 25-45 jobs/s (the claim walks more each time and the drain falls behind the "
+    "offered rate), where in (c) they held level (pgwork's at 1.3-2k: its two workers barely kept up here); "
+    "pgqueuer keeps its backlog near zero but its claim p50 doubles (16 to 28-30 ms). (a) and (b) do not "
+    "differ: with one table any snapshot holds back the same horizon. No system recovered within the run's "
+    "60 s by this measure where a backlog had built up. The storage candidates, priced by buffers per claim "
+    "rather than time, are in docs/architecture.md "
+    "(Storage under a held vacuum horizon).",
+    "",
+]
