@@ -26,7 +26,7 @@ from pgwork.horizon import (
     held_seconds,
     remember,
 )
-from tests.core.conftest import MakeRole
+from tests.support.db import MakeRole
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
