@@ -117,6 +117,7 @@ class OperatorMetrics:
         for job_type, count in ready.items():
             self.without_consumer.labels(database, job_type).set(count)
         self._orphans[database] = set(ready)
+
     def record_horizon(self, namespace: str, jobqueue: str, fig: HorizonFigures | None) -> None:
         """The horizon gauges; None (not read this round) leaves them as they were."""
         if fig is None:
