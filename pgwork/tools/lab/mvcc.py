@@ -55,11 +55,14 @@ class Plan:
     workers: int = 2
     concurrency: int = 4
     cases: tuple[str, ...] = ("c", "b", "a")
+    # Seconds the lanes and workers get to start (Python's start-up on a loaded two-core machine)
+    # before every lane begins at once.
+    start_after: float = 20.0
 
 
 def plan(quick: bool) -> Plan:
     # --quick only shows the machinery works (one case, seconds long); the figures need the full form.
-    base = Plan(20, 2, 4, 2, 2, cases=("b",)) if quick else Plan(500, 30, 600, 120, 60)
+    base = Plan(20, 2, 4, 2, 2, cases=("b",), start_after=8.0) if quick else Plan(500, 30, 600, 120, 60)
     return configured(base, os.environ.get(ENV, ""))
 
 
@@ -111,11 +114,6 @@ def _reset(lab: LabDatabase) -> None:
     lab.run("mvcc_vacuum")
 
 
-# Seconds the lanes and workers get to start (Python's start-up on a loaded two-core machine) before
-# all lanes begin at once.
-START_AFTER = 20.0
-
-
 def _lanes(
     lab: LabDatabase, p: Plan, seconds: float, out: Path, *, peer: bool, start_at: float
 ) -> dict[str, subprocess.Popen[bytes]]:
@@ -156,7 +154,7 @@ def run_case(
     for i in range(p.workers):
         fleet.start(f"mvcc-{case}-{i}", "--concurrency", str(p.concurrency))
     seconds = p.warm + p.hold + p.recover
-    started = time.time() + START_AFTER
+    started = time.time() + p.start_after
     lanes = _lanes(lab, p, seconds, logs, peer=peer, start_at=started)
     line = Timeline(samples=[])
     time.sleep(max(0.0, started - time.time()))
