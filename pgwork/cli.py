@@ -28,6 +28,7 @@ COMMANDS = (
     "pgwork.commands.jobs",
     "pgwork.commands.show",
     "pgwork.commands.reports",
+    "pgwork.commands.doctor",
     "pgwork.commands.housekeeping",
     "pgwork.commands.limits",
 )

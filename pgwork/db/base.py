@@ -11,6 +11,7 @@ from pgwork import durations
 from pgwork.backoff import Backoff
 from pgwork.db import statements
 from pgwork.db.connect import PREPARE_THRESHOLD, AnyConnection, check_encoding, connect
+from pgwork.db.horizon import read_horizon
 from pgwork.db.listen import Listener
 from pgwork.db.pool import POOL_TIMEOUT, Pool
 from pgwork.db.rows import (
@@ -29,6 +30,7 @@ from pgwork.db.schema import check_schema
 from pgwork.db.wait import wait_for_job
 from pgwork.dsn import resolve_pooling
 from pgwork.durations import MAX_SECONDS
+from pgwork.horizon import Horizon
 from pgwork.models import TypeStats
 from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_int, check_job_types, check_text
 
@@ -150,6 +152,11 @@ class QueueBase:
         row = self._one("connection_limits", {}, ConnectionLimits)
         assert row is not None  # one row, always
         return row
+
+    def vacuum_horizon(self) -> Horizon:
+        """Who holds back vacuum on this database and what the jobs table holds dead (pgwork.horizon)."""
+        with self._pool.connection() as c:
+            return read_horizon(c)
 
     def job(self, job_id: int) -> JobRow | None:
         return self._one("get_job", {"id": check_id(job_id)}, JobRow)

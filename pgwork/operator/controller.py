@@ -23,6 +23,7 @@ from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide, per_worker
 from pgwork.operator.spec import JobQueueSpec, SecretRef, parse_spec
+from pgwork.operator.vacuum import horizon_status, read_horizon
 
 log = logging.getLogger("pgwork.operator")
 
@@ -225,6 +226,7 @@ def autoscale(
         )
 
     memo["failures"] = 0
+    horizon = read_horizon(clients.queues, dsn, queue, now)
     memory = memo.get("scale_memory")
     decision = decide(
         spec.scaling,
@@ -284,6 +286,7 @@ def autoscale(
             "dead": backlog.dead,
             "oldestWaitSeconds": round(backlog.oldest_wait_seconds, 3),
             "maxHeartbeatAgeSeconds": round(backlog.max_heartbeat_age_seconds, 3),
+            **({"vacuumHorizon": horizon_status(horizon)} if horizon is not None else {}),
             # Counts stop at countCap (scaling cannot change past it); lowerBounds names the
             # counts that reached it, so read them as "at least".
             "countCap": cap,
@@ -305,6 +308,7 @@ def autoscale(
         heartbeat_seconds=spec.lease.heartbeat_seconds,
     )
     clients.metrics.record_without_consumer(*clients.queues.without_consumer((namespace, name), dsn, spec.job_types))
+    clients.metrics.record_horizon(namespace, name, horizon)
     return change
 
 

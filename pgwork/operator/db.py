@@ -7,6 +7,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 import psycopg
 import psycopg_pool
@@ -23,6 +24,7 @@ from pgwork.errors import (
     SchemaTooNew,
     Unreachable,
 )
+from pgwork.horizon import HorizonFigures, figures, remember
 from pgwork.models import COUNTS, TypeStats
 from pgwork.operator.scaling import LimitedWork
 
@@ -104,6 +106,9 @@ class QueueCache:
         # user → (database_of its DSN, its job types): who consumes what on each database.
         self._consumers: dict[User, tuple[str, frozenset[str]]] = {}
         self.statements = 0  # stats statements sent, for benchmarks
+        # key → (read at, figures, first sighting of each holder): the vacuum horizon, one reading
+        # per database per round like the backlog; the sightings give a hidden session an age.
+        self._horizons: dict[str, tuple[float, HorizonFigures, dict[str, datetime]]] = {}
 
     @staticmethod
     def key(dsn: str) -> str:
@@ -164,11 +169,32 @@ class QueueCache:
             cached = self._stats.get(self.key(dsn))
         return database, types_without_consumer(cached[2] if cached else [], consumed)
 
+    def horizon(self, dsn: str, queue: Queue, *, now: float, max_age: float) -> HorizonFigures:
+        """Who holds back vacuum on the database and for how long (pgwork.horizon), shared by
+        every JobQueue on it within `max_age` seconds like the backlog. Where the role may not see
+        another role's transaction start, the age counts from this operator's first sighting of
+        the same holder with the same xmin: a lower bound, never an invention."""
+        key = self.key(dsn)
+        with self._lock:
+            cached = self._horizons.get(key)
+        if cached is not None and 0 <= now - cached[0] <= max_age:
+            return cached[1]
+        try:
+            horizon = queue.vacuum_horizon()
+        except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise explain(exc, dsn) from None
+        seen = remember(horizon, cached[2] if cached is not None else {})
+        answer = figures(horizon, seen)
+        with self._lock:
+            self._horizons[key] = (now, answer, seen)
+        return answer
+
     def discard(self, dsn: str) -> None:
         """Forget a Queue that failed, so the next round connects afresh."""
         with self._lock:
             queue = self._queues.pop(self.key(dsn), None)
             self._stats.pop(self.key(dsn), None)
+            self._horizons.pop(self.key(dsn), None)
         if queue is not None:
             queue.close()
 
@@ -183,6 +209,7 @@ class QueueCache:
         if key not in self._users.values():
             queue = self._queues.pop(key, None)
             self._stats.pop(key, None)
+            self._horizons.pop(key, None)
             if queue is not None:
                 queue.close()
 

@@ -7,6 +7,7 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from pgwork.horizon import HorizonFigures
 from pgwork.models import COUNTS
 from pgwork.operator.db import QueueBacklog
 
@@ -50,6 +51,17 @@ class OperatorMetrics:
             registry=self.registry,
         )
         self._orphans: dict[str, set[str]] = {}
+        # The vacuum horizon (issue 23): PgworkVacuumHorizonHeld reads the age.
+        self.horizon_age = gauge(
+            "pgwork_vacuum_horizon_age_seconds",
+            "How long the oldest snapshot holding back vacuum on the queue's database has been held "
+            "(0 when none, or when its start cannot be seen yet)",
+        )
+        self.horizon_xid_age = gauge(
+            "pgwork_vacuum_horizon_xid_age", "Transaction IDs since the oldest snapshot holding back vacuum"
+        )
+        self.dead_tuples = gauge("pgwork_jobs_dead_tuples", "Dead tuples in the jobs table (statistics, approximate)")
+        self.autovacuum = gauge("pgwork_jobs_autovacuum_enabled", "1 when autovacuum can run on the jobs table")
         self._all = (
             self.ready,
             self.scheduled,
@@ -61,6 +73,10 @@ class OperatorMetrics:
             self.current,
             self.heartbeat_interval,
             self.database_up,
+            self.horizon_age,
+            self.horizon_xid_age,
+            self.dead_tuples,
+            self.autovacuum,
         )
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:  # noqa: S104 - scraped from inside the cluster
@@ -101,6 +117,16 @@ class OperatorMetrics:
         for job_type, count in ready.items():
             self.without_consumer.labels(database, job_type).set(count)
         self._orphans[database] = set(ready)
+
+    def record_horizon(self, namespace: str, jobqueue: str, fig: HorizonFigures | None) -> None:
+        """The horizon gauges; None (not read this round) leaves them as they were."""
+        if fig is None:
+            return
+        labels = (namespace, jobqueue)
+        self.horizon_age.labels(*labels).set(fig.age_seconds)
+        self.horizon_xid_age.labels(*labels).set(fig.xid_age)
+        self.dead_tuples.labels(*labels).set(fig.dead_tuples)
+        self.autovacuum.labels(*labels).set(1 if fig.autovacuum else 0)
 
     def forget(self, namespace: str, jobqueue: str) -> None:
         for gauge in self._all:

@@ -262,3 +262,68 @@ SELECT pgwork.clear_limit(%(job_type)s::text) AS cleared;
 
 -- name: limits :many
 SELECT * FROM pgwork.limits(coalesce(%(now)s::timestamptz, now()));
+
+-- name: vacuum_holders :many
+-- Who holds back vacuum on this database (issue 23, pgwork.horizon): sessions' snapshot (backend_xmin)
+-- or own transaction id (backend_xid: an open transaction that wrote or locked a row holds the
+-- horizon even while idle with no snapshot) in this database, and in none (a walsender's, which carries a standby's hot_standby_feedback to every
+-- database); replication slots' xmin (every database) and a logical slot's catalog_xmin (this
+-- database's catalogs only); prepared transactions of this database. pid, application_name and
+-- backend_xmin are visible to every role; client_addr, state, query_start and xact_start only for
+-- the reader's own role, superusers and members of pg_read_all_stats (NULL otherwise, so `visible`
+-- is false). Never the query text: it may hold secrets. Bounded by max_connections + slots +
+-- prepared transactions, and the oldest %(limit)s are returned. This reading's own pid is left out.
+SELECT * FROM (
+    SELECT 'session'::text AS kind, a.pid::text AS holder, a.pid, a.application_name,
+           host(a.client_addr) AS client_addr, a.state, a.query_start, a.xact_start AS since,
+           CASE WHEN a.backend_xmin IS NULL OR age(a.backend_xid) > age(a.backend_xmin)
+                THEN a.backend_xid ELSE a.backend_xmin END::text AS xmin,
+           greatest(age(a.backend_xid), age(a.backend_xmin))::bigint AS xmin_age,
+           a.state IS NOT NULL AS visible
+      FROM pg_stat_activity a
+     WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+       AND a.pid <> pg_backend_pid()
+       AND (a.datid IS NULL OR a.datid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))
+    UNION ALL
+    SELECT 'replication slot', s.slot_name::text, s.active_pid, NULL, NULL, NULL, NULL, NULL,
+           s.xmin::text, age(s.xmin)::bigint, true
+      FROM pg_replication_slots s
+     WHERE s.xmin IS NOT NULL
+    UNION ALL
+    SELECT 'replication slot (catalogs)', s.slot_name::text, s.active_pid, NULL, NULL, NULL, NULL, NULL,
+           s.catalog_xmin::text, age(s.catalog_xmin)::bigint, true
+      FROM pg_replication_slots s
+     WHERE s.catalog_xmin IS NOT NULL AND (s.database IS NULL OR s.database = current_database())
+    UNION ALL
+    SELECT 'prepared transaction', p.gid, NULL, NULL, NULL, NULL, NULL, p.prepared, p.transaction::text,
+           age(p.transaction)::bigint, true
+      FROM pg_prepared_xacts p
+     WHERE p.database = current_database()
+) h
+ ORDER BY h.xmin_age DESC, h.kind, h.holder
+ LIMIT %(limit)s;
+
+-- name: jobs_vacuum :one
+-- The jobs table and its partitions, if any (pg_inherits): dead and live tuples, the last vacuums,
+-- whether autovacuum may run on it, and whether this role sees every session (vacuum_holders).
+-- Reads only catalogs and statistics views every role may read: no privilege on pgwork's schema.
+WITH jobs AS (
+    SELECT c.oid, c.reloptions
+      FROM pg_class c
+     WHERE c.relnamespace = 'pgwork'::regnamespace AND c.relname = 'jobs'
+), parts AS (
+    SELECT oid FROM jobs
+    UNION ALL
+    SELECT i.inhrelid FROM pg_inherits i JOIN jobs ON i.inhparent = jobs.oid
+)
+SELECT coalesce(sum(s.n_dead_tup), 0)::bigint AS dead_tuples,
+       coalesce(sum(s.n_live_tup), 0)::bigint AS live_tuples,
+       max(s.last_autovacuum) AS last_autovacuum,
+       max(s.last_vacuum) AS last_vacuum,
+       current_setting('autovacuum')::boolean AND current_setting('track_counts')::boolean AS server_autovacuum,
+       coalesce((SELECT o.option_value::boolean
+                   FROM jobs, pg_options_to_table(jobs.reloptions) o
+                  WHERE o.option_name = 'autovacuum_enabled'), true) AS table_autovacuum,
+       pg_has_role('pg_read_all_stats', 'USAGE') AS reads_all_stats,
+       now() AS at
+  FROM parts LEFT JOIN pg_stat_all_tables s ON s.relid = parts.oid;

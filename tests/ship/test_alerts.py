@@ -29,6 +29,8 @@ REQUIRED_ALERTS = {
     "PgworkProgressStalled",
     # Issue 25: ready jobs of a type no JobQueue takes.
     "PgworkJobsWithoutConsumer",
+    # Issue 23: a snapshot holding back vacuum.
+    "PgworkVacuumHorizonHeld",
 }
 
 

@@ -9,6 +9,7 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from pgwork.horizon import HorizonFigures
 from pgwork.operator.db import QueueBacklog
 from pgwork.operator.metrics import OperatorMetrics
 from tests.support.ship import MONITORING, contract_metrics, load_yaml, require, run
@@ -37,6 +38,8 @@ def exposition() -> str:
         "ocr", "healthy", figures(ready=4, dead=0, heartbeat_age=5.0), desired=2, current=2, heartbeat_seconds=10.0
     )
     metrics.record("ocr", "unreachable", None, desired=None, current=3, heartbeat_seconds=10.0)
+    metrics.record_horizon("ocr", "stuck", HorizonFigures(900.0, True, 12345, None, 60000, True, True))
+    metrics.record_horizon("ocr", "healthy", HorizonFigures(2.0, True, 3, None, 10, True, True))
     return generate_latest(metrics.registry).decode()
 
 
@@ -59,7 +62,9 @@ PER_DATABASE = {"pgwork_jobs_without_consumer"}
 
 def test_operator_exports_exactly_the_contract_gauges() -> None:
     names = {family.name for family in text_string_to_metric_families(exposition())}
-    queue_contract = {m for m in contract_metrics() if m.startswith("pgwork_queue_")}
+    # The operator's per-JobQueue families: the queue's figures and its database's vacuum horizon (issue 23).
+    operator_prefixes = ("pgwork_queue_", "pgwork_vacuum_", "pgwork_jobs_dead_", "pgwork_jobs_autovacuum_")
+    queue_contract = {m for m in contract_metrics() if m.startswith(operator_prefixes)}
     # Per-database gauges (docs/architecture.md, "Per database") are the operator's too.
     assert names - PER_DATABASE == queue_contract
     assert contract_metrics() >= PER_DATABASE
@@ -89,6 +94,7 @@ def test_alert_expressions_select_the_right_queues_from_real_series(tmp_path: Pa
         ("PgworkHeartbeatStale", [("stuck", 45.0)]),
         ("PgworkBacklogWithoutWorkers", [("stuck", 4.0)]),
         ("PgworkQueueDatabaseDown", [("unreachable", 0.0)]),
+        ("PgworkVacuumHorizonHeld", [("stuck", 900.0)]),
     ]
     tests = {
         "rule_files": [str(RULES)],

@@ -29,6 +29,7 @@ from pgwork.tools.lab import (
     history,
     latency,
     linear,
+    mvcc,
     noisy,
     plots,
     pooled,
@@ -61,11 +62,13 @@ EXPERIMENTS: dict[str, Any] = {
     "cpu-bound": cpubound,
     "pooler": pooled,
     "latency": latency,
+    "mvcc": mvcc,
 }
 # Run only when named with --only: gpu and cpu-bound measure models and CPU-bound jobs for minutes, not
 # the queue; the pooler experiment needs PgBouncer installed and starts a fleet of worker processes (100
-# in the full plan); latency repeats the worker drain at each RTT.
-ON_REQUEST = frozenset({"gpu", "cpu-bound", "pooler", "latency"})
+# in the full plan); latency repeats the worker drain at each RTT; mvcc holds a snapshot for 10 minutes per
+# case at 500 jobs/s (sized by PGWORK_LAB_MVCC).
+ON_REQUEST = frozenset({"gpu", "cpu-bound", "pooler", "latency", "mvcc"})
 CSV_PATH = Path("results/benchmark.csv")
 DOC_PATH = Path("docs/benchmarks.md")
 IMG_DIR = Path("docs/img")

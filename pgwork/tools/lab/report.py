@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgwork.tools.lab import reference, report_backfill, report_gpu, report_tenancy, report_workers
+from pgwork.tools.lab import reference, report_backfill, report_gpu, report_mvcc, report_tenancy, report_workers
 from pgwork.tools.lab.pivot import (
     Table,
     fmt,
@@ -384,4 +384,5 @@ def render(rows: Sequence[Row], plots: Sequence[str] = ()) -> str:
 
     parts += report_workers.render(rows, plots)
     parts += report_gpu.render(rows)
+    parts += report_mvcc.render(rows)
     return with_servers("\n".join(parts).rstrip() + "\n", rows)

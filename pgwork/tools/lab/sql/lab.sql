@@ -306,3 +306,87 @@ SELECT avg((r.result ->> 'wall')::float8) AS wall,
 SELECT count(*)::int AS n
   FROM pg_stat_activity AS a
  WHERE a.datname = current_database() AND a.application_name LIKE 'pgwork-worker:%%';
+-- name: ref_setup
+-- The mvcc experiment's reference design: the write-up's table and partial claim index, as it
+-- published them (no fillfactor or autovacuum settings of its own).
+CREATE TABLE IF NOT EXISTS pgwork_lab.ref_jobs (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_type text NOT NULL,
+    payload jsonb NOT NULL DEFAULT '{}'::jsonb,
+    status text NOT NULL DEFAULT 'pending',
+    priority smallint NOT NULL DEFAULT 100,
+    attempt_count smallint NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    available_at timestamptz NOT NULL DEFAULT now(),
+    started_at timestamptz,
+    completed_at timestamptz,
+    lease_owner text,
+    lease_expires_at timestamptz
+);
+CREATE INDEX IF NOT EXISTS ref_jobs_claim_idx ON pgwork_lab.ref_jobs (priority, available_at, id)
+    WHERE status = 'pending';
+CREATE TABLE IF NOT EXISTS pgwork_lab.report_facts (id integer PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO pgwork_lab.report_facts VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+
+-- name: ref_reset
+TRUNCATE pgwork_lab.ref_jobs RESTART IDENTITY;
+
+-- name: ref_enqueue
+INSERT INTO pgwork_lab.ref_jobs (job_type, payload)
+SELECT 'mvcc', jsonb_build_object('n', g) FROM generate_series(1, %(count)s::integer) AS g;
+
+-- name: ref_claim
+-- The write-up's claim: one SKIP LOCKED statement.
+UPDATE pgwork_lab.ref_jobs
+   SET status = 'running', started_at = now(), attempt_count = attempt_count + 1,
+       lease_owner = %(owner)s, lease_expires_at = now() + interval '30 seconds'
+ WHERE id = (
+        SELECT id FROM pgwork_lab.ref_jobs
+         WHERE status = 'pending' AND available_at <= now()
+         ORDER BY priority, available_at, id
+           FOR UPDATE SKIP LOCKED
+         LIMIT 1
+ )
+RETURNING id;
+
+-- name: ref_complete
+UPDATE pgwork_lab.ref_jobs SET status = 'succeeded', completed_at = now(), lease_owner = NULL,
+       lease_expires_at = NULL
+ WHERE id = %(id)s AND status = 'running';
+
+-- name: mvcc_sample
+-- One sample per system: backlog (pending rows) and the dead tuples of its queue table, from the statistics views (approximate, as autovacuum reads them).
+SELECT 'pgwork' AS system,
+       (SELECT count(*) FROM pgwork.jobs WHERE status = 'pending') AS backlog,
+       (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
+         WHERE schemaname = 'pgwork' AND relname LIKE 'jobs%%') AS dead
+UNION ALL
+SELECT 'reference',
+       (SELECT count(*) FROM pgwork_lab.ref_jobs WHERE status = 'pending'),
+       (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
+         WHERE schemaname = 'pgwork_lab' AND relname = 'ref_jobs')
+;
+
+-- name: mvcc_sample_pgqueuer
+-- The peer's table, once its lane installed it (its pending rows are 'queued').
+SELECT 'pgqueuer' AS system,
+       (SELECT count(*) FROM public.pgqueuer WHERE status = 'queued') AS backlog,
+       (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
+         WHERE schemaname = 'public' AND relname = 'pgqueuer') AS dead;
+
+-- name: mvcc_has_pgqueuer
+SELECT to_regclass('public.pgqueuer') IS NOT NULL AS present;
+
+-- name: mvcc_hold_jobs
+-- Case (a): a report that read the queue tables, then sits idle in its REPEATABLE READ snapshot.
+SELECT (SELECT count(*) FROM pgwork.jobs) + (SELECT count(*) FROM pgwork_lab.ref_jobs) AS n;
+
+-- name: mvcc_hold_other
+-- Case (b): a report that read only another table.
+SELECT n FROM pgwork_lab.report_facts WHERE id = 1;
+
+-- name: mvcc_reset_pgwork
+TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY;
+
+-- name: mvcc_vacuum
+VACUUM (ANALYZE) pgwork.jobs;
