@@ -42,7 +42,8 @@ def row_factory(row: type[T]) -> RowFactory[T]:
         names = tuple(c.name for c in cur.description or ())
         if names and names != fields[: len(names)]:
             raise ValueError(f"{row.__name__} expects columns {fields}, the statement answered {names}")
-        return make
+        # Fewer columns (an older schema's answer): the fields after them take their defaults.
+        return make if len(names) == len(fields) else lambda values: row(*values)
 
     return by_position
 
