@@ -57,6 +57,9 @@ def test_claim_rows_decode_in_binary_as_the_job_is_stored(queue: Queue) -> None:
 
 def test_rows_by_position_only_once_the_column_names_match(queue: Queue) -> None:
     """A statement whose columns differ from a NamedTuple's fields fails loudly, never misplaces."""
-    with psycopg.connect(queue.dsn) as conn, conn.cursor(row_factory=statements.row_factory(ClaimRow)) as cur:
-        with pytest.raises(ValueError, match="ClaimRow expects columns"):
-            cur.execute("SELECT 1 AS job_type, 2 AS id")
+    with (
+        psycopg.connect(queue.dsn) as conn,
+        conn.cursor(row_factory=statements.row_factory(ClaimRow)) as cur,
+        pytest.raises(ValueError, match="ClaimRow expects columns"),
+    ):
+        cur.execute("SELECT 1 AS job_type, 2 AS id")
