@@ -108,9 +108,17 @@ class QueueBase:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _many(self, name: str, params: dict[str, Any], row: type[T], conn: AnyConnection | None = None) -> list[T]:
+    def _many(
+        self,
+        name: str,
+        params: dict[str, Any],
+        row: type[T],
+        conn: AnyConnection | None = None,
+        *,
+        binary: bool = False,
+    ) -> list[T]:
         with self._pool.connection(conn) as c:
-            return statements.many(c, name, params, row)
+            return statements.many(c, name, params, row, binary=binary)
 
     def _one(self, name: str, params: dict[str, Any], row: type[T], conn: AnyConnection | None = None) -> T | None:
         with self._pool.connection(conn) as c:

@@ -178,7 +178,7 @@ class Queue(Batches, Limits, Checkpoints, Renewals):
     ) -> list[ClaimedJob]:
         """Claim up to `limit` ready jobs in one statement, committed before returning."""
         params = claim_params(owner, job_types, limit, lease, now)
-        return claimed_jobs(self._many("claim", params, ClaimRow, conn), owner)
+        return claimed_jobs(self._many("claim", params, ClaimRow, conn, binary=True), owner)
 
     def heartbeat(
         self,

@@ -91,7 +91,7 @@ def finish_then_claim(
     then the claim in another, in one flush. Raises what the finishes raised (nothing claimed)."""
     done_cur = conn.cursor(row_factory=class_row(SucceedManyRow))
     failed_cur = conn.cursor(row_factory=class_row(FailManyRow))
-    claim_cur = conn.cursor(row_factory=class_row(ClaimRow))
+    claim_cur = conn.cursor(row_factory=statements.row_factory(ClaimRow), binary=True)
     commit = conn.cursor()
     claim_commit = conn.cursor()
     error: Exception | None = None

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pgwork.db import Queue
+import psycopg
+import pytest
+
+from pgwork.db import Queue, statements
+from pgwork.db.rows import ClaimRow
 from tests.support.rows import Rows
 
 
@@ -35,3 +39,27 @@ def test_each_factory_leaves_the_state_it_names(queue: Queue) -> None:
     assert stopped and stopped.status == "running" and stopped.cancel_requested_at is not None
     rows.ready_now(retrying.id)
     assert [j.id for j in queue.claim("w2", job_types=["ready", "factory"], limit=10)] == [pending.id, retrying.id]
+
+
+def test_claim_rows_decode_in_binary_as_the_job_is_stored(queue: Queue) -> None:
+    """The claim's binary, positional decode (issue 28) gives what the row holds, to the microsecond."""
+    Rows(queue).pending()
+    [claimed] = queue.claim("w1", job_types=["factory"], limit=1)
+    stored = queue.job(claimed.id)
+    assert stored is not None
+    assert (claimed.lease.token, claimed.lease_expires_at, claimed.created_at) == (
+        stored.lease_token,
+        stored.lease_expires_at,
+        stored.created_at,
+    )
+    assert claimed.lease_expires_at.tzinfo is not None and claimed.attempt == stored.attempt_count == 1
+
+
+def test_rows_by_position_only_once_the_column_names_match(queue: Queue) -> None:
+    """A statement whose columns differ from a NamedTuple's fields fails loudly, never misplaces."""
+    with (
+        psycopg.connect(queue.dsn) as conn,
+        conn.cursor(row_factory=statements.row_factory(ClaimRow)) as cur,
+        pytest.raises(ValueError, match="ClaimRow expects columns"),
+    ):
+        cur.execute("SELECT 1 AS job_type, 2 AS id")

@@ -1,7 +1,7 @@
 """Experiment: the worker drain (a burst `pgwork worker` draining no-op jobs, batch 1/10/100 as the
 worker-drain experiment's cases) and pgqueuer beside it, with a round-trip time of 0, 1 and 5 ms
 added between the clients and PostgreSQL by a delaying TCP proxy (pgwork.tools.lab.delay). Jobs/s
-from the rows (first claim to last finish) for pgwork, timed by the peer's own run for pgqueuer;
+from the rows (first claim to last finish) for pgwork, from its log table's stamps for pgqueuer (through asyncpg);
 and each rate as a share of the same client's at 0 ms. The one-round-trip finish+claim and batching
 exist for this: a claim of 100 costs one round trip, not 100."""
 

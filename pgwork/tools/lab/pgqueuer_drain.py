@@ -1,7 +1,11 @@
 """A peer for the worker-drain experiment: pgqueuer (`pip install 'pgwork[peers]'`) draining
-trivial jobs in its own process. `python -m pgwork.tools.lab.pgqueuer_drain JOBS BATCH` with
-DATABASE_URL set; prints the jobs/s from its first dequeue to the drain's end, timed here (pgqueuer
-deletes finished rows, so the rows cannot time it)."""
+trivial jobs in its own process. `python -m pgwork.tools.lab.pgqueuer_drain JOBS BATCH [DRIVER]` with
+DATABASE_URL set; DRIVER is `asyncpg` (pgqueuer's default and recommended driver) or `psycopg`.
+
+Timed from the database, as pgwork's drains are: pgqueuer deletes finished rows, but its log table
+keeps a `picked` and a `successful` row per job, each stamped by the server; the span is the first
+pick to the last success. The clock around `qm.run` is printed beside it (it also counts the drain's
+final empty dequeue and shutdown), never used for the ratio."""
 
 from __future__ import annotations
 
@@ -14,24 +18,50 @@ from datetime import timedelta
 from typing import Any
 
 ENTRYPOINT = "lab-peer-noop"
+DRIVERS = ("asyncpg", "psycopg")
+ASYNCPG_KEYS = ("host", "port", "user", "password", "dbname")
+SPAN = """
+SELECT count(*) FILTER (WHERE status = 'successful') AS logged,
+       extract(epoch FROM max(created) FILTER (WHERE status = 'successful')
+                        - min(created) FILTER (WHERE status = 'picked'))::float8 AS seconds,
+       (SELECT count(*) FROM pgqueuer) AS left_over
+FROM pgqueuer_log
+"""
 
 
-async def drain(dsn: str, jobs: int, batch: int) -> dict[str, Any]:
+async def _connect(dsn: str, driver: str) -> tuple[Any, Any]:
+    """(pgqueuer driver, a closer) for the named client library."""
+    if driver == "asyncpg":
+        import asyncpg
+        from pgqueuer.db import AsyncpgDriver
+        from psycopg.conninfo import conninfo_to_dict
+
+        # asyncpg reads URLs only; the lab may hand a key=value DSN, so pass its parts.
+        parts = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+        args = {"database" if k == "dbname" else k: v for k, v in parts.items() if k in ASYNCPG_KEYS}
+        aconn = await asyncpg.connect(**args)
+        return AsyncpgDriver(aconn), aconn.close
     import psycopg
-    from pgqueuer import types
     from pgqueuer.db import PsycopgDriver
+
+    pconn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    return PsycopgDriver(pconn), pconn.close
+
+
+async def drain(dsn: str, jobs: int, batch: int, driver_name: str) -> dict[str, Any]:
+    from pgqueuer import types
     from pgqueuer.qm import QueueManager
     from pgqueuer.queries import Queries
 
-    conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    driver = PsycopgDriver(conn)
+    driver, close = await _connect(dsn, driver_name)
     queries = Queries(driver)
     if not await queries.has_table("pgqueuer"):
         await queries.install()
-    await conn.execute("TRUNCATE pgqueuer, pgqueuer_log")
+    await driver.execute("TRUNCATE pgqueuer, pgqueuer_log")
     for start in range(0, jobs, 5000):
         n = min(5000, jobs - start)
         await queries.enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
+    await driver.execute("ANALYZE pgqueuer")  # as pgwork's drains claim with fresh statistics
     done = 0
     qm = QueueManager(queries)
 
@@ -42,16 +72,26 @@ async def drain(dsn: str, jobs: int, batch: int) -> dict[str, Any]:
 
     started = time.perf_counter()
     await qm.run(batch_size=batch, mode=types.QueueExecutionMode.drain, dequeue_timeout=timedelta(seconds=1))
-    seconds = time.perf_counter() - started
-    left = await conn.execute("SELECT count(*) FROM pgqueuer")
-    row = await left.fetchone()
-    await conn.close()
-    return {"jobs": jobs, "done": done, "left": int(row[0]) if row else -1, "seconds": seconds}
+    clock = time.perf_counter() - started
+    rows = await driver.fetch(SPAN)
+    await close()
+    span = dict(rows[0])  # both drivers answer rows keyed by column name
+    return {
+        "jobs": jobs,
+        "done": done,
+        "logged": int(span["logged"]),
+        "left": int(span["left_over"]),
+        "seconds": float(span["seconds"] or 0.0),
+        "clock_seconds": clock,
+    }
 
 
 def main() -> None:
     jobs, batch = int(sys.argv[1]), int(sys.argv[2])
-    print(json.dumps(asyncio.run(drain(os.environ["DATABASE_URL"], jobs, batch))))
+    driver = sys.argv[3] if len(sys.argv) > 3 else "asyncpg"
+    if driver not in DRIVERS:
+        raise SystemExit(f"pgqueuer_drain: driver {driver!r} is not one of {', '.join(DRIVERS)}")
+    print(json.dumps(asyncio.run(drain(os.environ["DATABASE_URL"], jobs, batch, driver))))
 
 
 if __name__ == "__main__":

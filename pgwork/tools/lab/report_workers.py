@@ -16,8 +16,14 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
         "One real `pgwork worker --burst` process drains trivial jobs; in the same rounds, interleaved, one "
         "process runs the Queue API loop at the same batch (claim N, then `succeed` for batch 1 or one "
         "`succeed_many`). `pgwork worker (baseline)` is another checkout's worker (`PGWORK_LAB_BASELINE=DIR`) "
-        "and `pgqueuer` the peer (`pip install 'pgwork[peers]'`, timed in its own process since it deletes "
-        "finished rows), when the run had them. At batch 1 the reference design's bare loop runs in the same "
+        "and `pgqueuer` the peer (`pip install 'pgwork[peers]'`), one process like the worker, through asyncpg, "
+        "its default and recommended driver; `pgqueuer (psycopg driver)` is the same at batch 100 through its "
+        "psycopg driver, a second row only. pgqueuer deletes finished rows, so it is timed from its log "
+        "table's server stamps (first `picked` to last `successful`), the same span as pgwork's rows give "
+        "(first `started_at` to last `completed_at`). Runs before 2026-12-04 ran pgqueuer through psycopg "
+        "only and timed it with a clock in its process: their `vs pgqueuer` (2.55x at batch 100 in run "
+        "20261203T151511Z) compared with a setup pgqueuer does not recommend. "
+        "At batch 1 the reference design's bare loop runs in the same "
         "rounds (its SKIP LOCKED claim, then an unfenced completion, on one connection); `vs bare loop` is "
         "the median over rounds of the ratio within one round (both drift alike inside a round), its lowest "
         "and highest beside it. Target (issue 13): "
@@ -26,7 +32,7 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
         ("runner", "batch"),
     )
     parts += [f"![{p}]({p})" for p in plots if "worker-drain" in p]
-    parts += ["", *CLAIM_COST, ""]
+    parts += ["", *PEER_TABLE, "", *CLAIM_COST, ""]
     parts += section(
         "## 14. A burst of long jobs on a fleet of idle workers",
         select(rows, linear.NAME),
@@ -45,6 +51,42 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     )
     return parts
 
+
+# Issue 28's table as `pgwork bench --only workers` printed it (per-round ratios are not kept in the
+# CSV, so the run's own lines are copied here; the rows above are the same run's medians).
+PEER_TABLE = [
+    "### Beside pgqueuer in its recommended setup (issue 28)",
+    "",
+    "_Run 20261204T184541Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 4.2-7.9 during "
+    "the run (other engineers' tests): per-round ratios ranged widely; read the medians with their ranges._ "
+    "One process on each side; every rate timed from the database, first start to last completion (pgwork: "
+    "`started_at`/`completed_at`; pgqueuer: its log's `picked`/`successful` stamps). Median jobs/s over 5 "
+    "interleaved rounds; ratios are the median of per-round ratios [min-max].",
+    "",
+    "| | jobs/s (median) | ratio |",
+    "|---|---|---|",
+    "| `pgwork worker --batch 100 --concurrency 16` | 4,088 | **0.82x [0.60-1.26] pgqueuer**; 0.84x [0.63-1.19] "
+    "pgwork's own Queue API loop |",
+    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 3,924 | |",
+    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 2,966 | the worker "
+    "is 1.43x [1.08-1.99] of it |",
+    "| pgwork Queue API loop, claim 100 + succeed_many | 5,360 | 1.31x [0.66-1.81] pgqueuer |",
+    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 1,135 vs 1,826 | 1.02x [0.38-1.48] |",
+    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 133 vs 189 | 0.78x [0.26-1.01] |",
+    "| the same worker vs the reference design's bare claim/finish loop | 133 vs 206 | **0.51x [0.43-1.34]** |",
+    "",
+    "Issue 28's targets (worker batch 100 >= 1.5x pgqueuer on asyncpg, batch 1 >= 0.8x the bare loop, batch "
+    "100 >= 0.9x the API loop) are not met. On a quieter run of the same machine (issue 28's own figures) "
+    "pgqueuer on asyncpg drained 12,880 jobs/s at batch 100 against the worker's 7,981 (0.61x). The earlier "
+    "`2.55x pgqueuer` (run 20261203T151511Z, the `vs pgqueuer` column of older runs) was against pgqueuer's "
+    "psycopg driver, timed by a clock in its process, and overstated the worker's standing.",
+    "",
+    "What issue 28 changed so far: the claim's rows in binary format, decoded by position (a 100-job "
+    "claim's decode 28 -> 17 us a job). The whole worker process against main's, 6 interleaved rounds, "
+    "10,000 jobs at `--batch 100 --concurrency 16`: CPU per job 151 -> 132 us (0.87x [0.79-0.95]), drain "
+    "rate 1.20x [0.98-1.83]. Left for later: the per-job INFO line (~27 us a job), per-job histogram "
+    "observations, the claim-to-runner hand-off.",
+]
 
 # Section 13's per-statement figures: `python scripts/claim_cost.py` (its own scratch database;
 # not part of `pgwork bench`), so they are written here rather than read from the CSV.

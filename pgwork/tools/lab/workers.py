@@ -11,14 +11,17 @@ With PGWORK_LAB_BASELINE=DIR (a pgwork checkout, e.g. the main branch) the same 
 run that checkout's worker, on a database of its own migrated by that checkout, in the same
 rounds (first in every other round, so neither worker always follows the same drains): a
 before/after in one run. With pgqueuer installed (`pip install 'pgwork[peers]'`) it
-drains the same jobs at the same batch in its own process, in the same rounds (timed in that
-process: pgqueuer deletes finished rows). At batch 1 the reference design's bare loop (its SKIP
-LOCKED claim, then an unfenced completion, one autocommit connection) runs in the same rounds
-too: issue 13's target is the one-job worker at >= 80% of it.
+drains the same jobs at the same batch in one process of its own, in the same rounds, through
+asyncpg (its default and recommended driver); at batch 100 also through its psycopg driver, as a
+labelled second row. pgqueuer deletes finished rows, so it is timed from its log table's server
+stamps: first pick to last success, the same span as pgwork's rows give. At batch 1 the
+reference design's bare loop (its SKIP LOCKED claim, then an unfenced completion, one autocommit
+connection) runs in the same rounds too: issue 13's target is the one-job worker at >= 80% of it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -44,6 +47,7 @@ from pgwork.tools.lab.claimers import BARE, ClaimerFleet, ClaimerSpec
 from pgwork.tools.lab.labdb import LabDatabase, RunSummary
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.wake import memory_kib
+from pgwork.tools.lab.workers_table import paired, table
 
 NAME = "worker-drain"
 APP = "pgwork.tools.lab.noop_app"
@@ -51,7 +55,8 @@ BASELINE_ENV = "PGWORK_LAB_BASELINE"
 API = "Queue API loop"
 WORKER = "pgwork worker"
 BASELINE = "pgwork worker (baseline)"
-PEER = "pgqueuer"
+PEER = "pgqueuer"  # through asyncpg, its recommended driver
+PEER_PSYCOPG = "pgqueuer (psycopg driver)"
 BARE_LOOP = "bare claim loop (reference)"
 
 
@@ -74,8 +79,8 @@ class Plan:
 
 def plan(quick: bool) -> Plan:
     if quick:
-        return Plan((Case(1, 1, 200), Case(10, 4, 500), Case(100, 16, 1000)), rounds=1)
-    return Plan((Case(1, 1, 1000), Case(10, 4, 10_000), Case(100, 16, 10_000)), rounds=5)
+        return Plan((Case(1, 1, 200), Case(10, 10, 500), Case(100, 16, 1000)), rounds=1)
+    return Plan((Case(1, 1, 1000), Case(10, 10, 10_000), Case(100, 16, 10_000)), rounds=5)
 
 
 @dataclass
@@ -175,18 +180,23 @@ def _drain_with_bare_loop(lab: LabDatabase, case: Case) -> None:
     ClaimerFleet([ClaimerSpec(lab.dsn, "bare-loop", BARE, 0.0, case.jobs / 50 + 120)]).wait()
 
 
-def _drain_with_pgqueuer(lab: LabDatabase, case: Case, violations: list[str], dsn: str | None = None) -> float:
-    """pgqueuer draining the case's jobs on `dsn` (default the lab's): jobs/s."""
+def _drain_with_pgqueuer(
+    lab: LabDatabase, case: Case, violations: list[str], dsn: str | None = None, driver: str = "asyncpg"
+) -> float:
+    """pgqueuer draining the case's jobs on `dsn` (default the lab's) through `driver`: jobs/s."""
     env = worker_env(dsn or lab.dsn)
-    command = [sys.executable, "-m", "pgwork.tools.lab.pgqueuer_drain", str(case.jobs), str(case.batch)]
+    command = [sys.executable, "-m", "pgwork.tools.lab.pgqueuer_drain", str(case.jobs), str(case.batch), driver]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=case.jobs / 50 + 120, check=False)
     if done.returncode != 0:
         violations.append(f"worker-drain {PEER} {case.x}: exit {done.returncode}: {done.stderr.strip()[-300:]}")
         return float("nan")
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    if figures["done"] != case.jobs or figures["left"] != 0:
-        violations.append(f"worker-drain {PEER} {case.x}: {figures['done']}/{case.jobs} done, {figures['left']} left")
-    return float(case.jobs / figures["seconds"])
+    if figures["done"] != case.jobs or figures["logged"] != case.jobs or figures["left"] != 0:
+        violations.append(
+            f"worker-drain {PEER} ({driver}) {case.x}: {figures['done']}/{case.jobs} done, "
+            f"{figures['logged']} logged, {figures['left']} left"
+        )
+    return float(case.jobs / figures["seconds"]) if figures["seconds"] > 0 else float("nan")
 
 
 def _check(series: str, case: Case, s: RunSummary, violations: list[str]) -> float:
@@ -209,6 +219,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     if not peer:
         say("  pgqueuer is not installed (pip install 'pgwork[peers]'): no peer series")
     runs = 0
+    load: list[float] = [os.getloadavg()[0]]
     try:
         for n in range(p.rounds):
             for case in p.cases:
@@ -243,8 +254,15 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                     theirs = _drain_with_pgqueuer(lab, case, violations)
                     figures.setdefault((PEER, case.x), Rates()).rates.append(theirs)
                     line += f", pgqueuer {theirs:7.0f} jobs/s"
+                    if case.batch == 100:
+                        second = _drain_with_pgqueuer(lab, case, violations, driver="psycopg")
+                        figures.setdefault((PEER_PSYCOPG, case.x), Rates()).rates.append(second)
+                        line += f", pgqueuer (psycopg) {second:7.0f} jobs/s"
+                load.append(os.getloadavg()[0])
                 say(line)
                 runs += 1
+        for line in summary(figures, p.rounds, load):
+            say(f"  {line}")
         rss = idle_rss(fleet, lab.queue)
         say(f"  idle worker RSS {rss / 1024:.1f} MiB")
     except Exception:
@@ -257,6 +275,25 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
         if baseline is not None:
             baseline.close()
     return Outcome(_measurements(p, figures, rss), violations, runs)
+
+
+def summary(figures: dict[tuple[str, str], Rates], rounds: int, load: list[float]) -> list[str]:
+    """The issue-28 table: the worker beside pgqueuer (asyncpg), its API loop and the bare loop."""
+    try:
+        version = importlib.metadata.version("pgqueuer")
+    except importlib.metadata.PackageNotFoundError:
+        version = "(not installed)"
+    return table(
+        {k: v.rates for k, v in figures.items()},
+        worker=WORKER,
+        api=API,
+        bare=BARE_LOOP,
+        peer=PEER,
+        peer_psycopg=PEER_PSYCOPG,
+        peer_version=version,
+        rounds=rounds,
+        load=f"1-min {min(load):.1f}-{max(load):.1f} (2 cores, shared)",
+    )
 
 
 def idle_rss(fleet: WorkerFleet, queue: Queue) -> int:
@@ -279,7 +316,7 @@ def _measurements(p: Plan, figures: dict[tuple[str, str], Rates], rss: int) -> l
     for case in p.cases:
         api = figures.get((API, case.x))
         bare = figures.get((BARE_LOOP, case.x))
-        for series in (WORKER, BASELINE, API, BARE_LOOP, PEER):
+        for series in (WORKER, BASELINE, API, BARE_LOOP, PEER, PEER_PSYCOPG):
             f = figures.get((series, case.x))
             if f is None:
                 continue
@@ -294,25 +331,24 @@ def _measurements(p: Plan, figures: dict[tuple[str, str], Rates], rss: int) -> l
             if api is not None and series != API:
                 out.append(Measurement(NAME, series, case.x, "vs API loop", rate / statistics.median(api.rates), "x"))
             if bare is not None and series != BARE_LOOP:
-                ratios = _paired(f.rates, bare.rates)
+                ratios = paired(f.rates, bare.rates)
                 out += [
                     Measurement(NAME, series, case.x, "vs bare loop", statistics.median(ratios), "x"),
                     Measurement(NAME, series, case.x, "vs bare loop min", min(ratios), "x"),
                     Measurement(NAME, series, case.x, "vs bare loop max", max(ratios), "x"),
                 ]
             peer = figures.get((PEER, case.x))
-            if peer is not None and series != PEER:
-                out.append(Measurement(NAME, series, case.x, "vs pgqueuer", rate / statistics.median(peer.rates), "x"))
+            if peer is not None and series not in (PEER, PEER_PSYCOPG):
+                ratios = paired(f.rates, peer.rates)
+                out += [
+                    Measurement(NAME, series, case.x, "vs pgqueuer", statistics.median(ratios), "x"),
+                    Measurement(NAME, series, case.x, "vs pgqueuer min", min(ratios), "x"),
+                    Measurement(NAME, series, case.x, "vs pgqueuer max", max(ratios), "x"),
+                ]
             if f.peak_kib:
                 out.append(Measurement(NAME, series, case.x, "peak RSS", max(f.peak_kib) / 1024, "MiB"))
     out.append(Measurement(NAME, WORKER, "idle", "RSS idle", rss / 1024, "MiB"))
     return out
-
-
-def _paired(rates: list[float], against: list[float]) -> list[float]:
-    """Each round's rate over the other series' rate in the same round (the range of a ratio on
-    a shared machine: both drifted alike within a round)."""
-    return [a / b for a, b in zip(rates, against, strict=True) if b > 0] or [float("nan")]
 
 
 def _options(series: str, case: Case) -> str:
@@ -321,5 +357,7 @@ def _options(series: str, case: Case) -> str:
     if series == API:
         return "claim + succeed" if case.batch == 1 else "claim + succeed_many"
     if series == PEER:
-        return f"batch_size={case.batch}, drain mode"
+        return f"asyncpg, batch_size={case.batch}, drain mode"
+    if series == PEER_PSYCOPG:
+        return f"psycopg driver, batch_size={case.batch}, drain mode"
     return f"--batch {case.batch} --concurrency {case.concurrency}"
