@@ -24,6 +24,7 @@ from pgwork.db.connect import AnyConnection
 from pgwork.db.limits import Limits
 from pgwork.db.params import any_unique, cancel_ids, cancel_report, identity, unique_params, unnest_params
 from pgwork.db.renewals import Renewals
+from pgwork.db.schedules import Schedules
 from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
     CancelRow,
@@ -62,7 +63,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches, Limits, Checkpoints, Renewals):
+class Queue(Batches, Limits, Checkpoints, Renewals, Schedules):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write
