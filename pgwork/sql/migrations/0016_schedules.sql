@@ -88,7 +88,8 @@ BEGIN
                             THEN f.tick ELSE s.last_tick END,
            last_job_id = CASE WHEN f.tick IS NOT NULL AND (s.last_tick IS NULL OR f.tick > s.last_tick)
                               THEN f.job ELSE s.last_job_id END,
-           next_tick = schedule_fire.next_tick,
+           -- A scheduler whose clock runs behind the watermark leaves the next tick as it is.
+           next_tick = CASE WHEN until >= s.watermark THEN schedule_fire.next_tick ELSE s.next_tick END,
            skipped_ticks = s.skipped_ticks + greatest(skipped, 0),
            fired_at = clock_timestamp()
       FROM (SELECT max(t.tick_at) AS tick,
@@ -107,3 +108,6 @@ SELECT pgwork.add_profile_privilege(
     'EXECUTE ON FUNCTION pgwork.schedule_fire(text, timestamptz[], timestamptz, timestamptz, integer, text, jsonb, '
     || 'smallint, smallint)');
 SELECT pgwork.add_profile_privilege('reader', 'SELECT ON pgwork.schedules');
+
+REVOKE ALL ON pgwork.schedules, pgwork.schedule_ticks FROM PUBLIC;
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA pgwork FROM PUBLIC;
