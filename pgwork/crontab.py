@@ -34,8 +34,10 @@ MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_MONTHS = {m: i + 1 for i, m in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split())}
-_DAYS = {d: i for i, d in enumerate("SUN MON TUE WED THU FRI SAT".split())}
+_MONTHS = {
+    m: i + 1 for i, m in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"])
+}
+_DAYS = {d: i for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 # (name, low, high, names): the controller's bounds; its day of week is 0-6 (7 is refused).
 _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
@@ -52,7 +54,12 @@ MAX_LENGTH = 200
 
 
 class CronError(ValueError):
-    """A schedule cron cannot read; the message says what is wrong and how to write it."""
+    """A schedule cron cannot read: `problem` says what is wrong, `fix` how to write it."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{problem}; {fix}")
 
 
 @dataclass(frozen=True)
@@ -82,36 +89,39 @@ def parse(text: str) -> Cron:
     """The schedule `text`, or CronError naming the field and the fix."""
     fix = "write five fields such as '*/10 * * * *' (minute hour day-of-month month day-of-week) or @hourly/@daily"
     if not isinstance(text, str) or not text.strip():
-        raise CronError(f"an empty schedule; {fix}")
+        raise CronError("an empty schedule", fix)
     if len(text) > MAX_LENGTH:
-        raise CronError(f"a schedule of {len(text)} characters; at most {MAX_LENGTH}")
-    stripped = text.strip()
+        raise CronError(f"a schedule of {len(text)} characters", f"at most {MAX_LENGTH}; {fix}")
+    if text != text.strip():
+        raise CronError(f"{text!r} starts or ends with white space", fix)
+    stripped = text
     if stripped.startswith("@"):
         if stripped.startswith("@every"):
             raise CronError(
-                f"{stripped!r}: @every is not cron (the CronJob controller refuses it); {fix}; "
-                "nothing runs more often than once a minute"
+                f"{stripped!r}: @every is not cron (the CronJob controller refuses it)",
+                f"{fix}; nothing runs more often than once a minute",
             )
         if stripped not in MACROS:
-            raise CronError(f"{stripped!r}: unknown macro; use one of {', '.join(sorted(MACROS))}")
+            raise CronError(f"{stripped!r}: unknown macro", f"use one of {', '.join(sorted(MACROS))}")
         stripped = MACROS[stripped]
     parts = stripped.split()
     if len(parts) == 6:
         raise CronError(
             f"{text!r} has 6 fields: a seconds field is not cron (the CronJob controller refuses it), and "
-            f"a schedule runs at most once a minute; {fix}"
+            "a schedule runs at most once a minute",
+            fix,
         )
     if not stripped.isascii():
-        raise CronError(f"{text!r} is not a number in plain ASCII digits or names; {fix}")
+        raise CronError(f"{text!r} is not plain ASCII digits and names", fix)
     if len(parts) != 5:
-        raise CronError(f"{text!r} has {len(parts)} fields, a schedule has 5; {fix}")
+        raise CronError(f"{text!r} has {len(parts)} fields, a schedule has 5", fix)
     sets: list[frozenset[int]] = []
     stars: list[bool] = []
-    for part, (name, low, high, names) in zip(parts, _FIELDS, strict=True):
+    for part, bounds in zip(parts, _FIELDS, strict=True):
         values: set[int] = set()
         star = False
         for item in part.split(","):
-            got, item_star = _item(item, name, low, high, names, text)
+            got, item_star = _item(item, bounds, text)
             values |= got
             star = star or item_star
         sets.append(frozenset(values))
@@ -119,9 +129,11 @@ def parse(text: str) -> Cron:
     return Cron(text, sets[0], sets[1], sets[2], sets[3], sets[4], any_day=stars[2], any_weekday=stars[4])
 
 
-def _item(item: str, name: str, low: int, high: int, names: dict[str, int], text: str) -> tuple[set[int], bool]:
+def _item(item: str, bounds: tuple[str, int, int, dict[str, int]], text: str) -> tuple[set[int], bool]:
+    name, low, high, names = bounds
+
     def bad(problem: str) -> CronError:
-        return CronError(f"{text!r}: {name} {problem}; use values {low}-{high}, *, a-b, */n or lists")
+        return CronError(f"{text!r}: {name} {problem}", f"use values {low}-{high}, *, a-b, */n or lists")
 
     def number(part: str) -> int:
         if part.upper() in names:
@@ -157,7 +169,7 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise CronError(f"time zone {name!r} is unknown; use an IANA name such as 'UTC' or 'Europe/Berlin'") from None
+        raise CronError(f"time zone {name!r} is unknown", "use an IANA name such as 'UTC' or 'Europe/Berlin'") from None
 
 
 def _instant(wall: datetime, tz: ZoneInfo) -> datetime:

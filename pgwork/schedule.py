@@ -13,26 +13,22 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pgwork import crontab
+from pgwork.errors import InvalidArgument
+from pgwork.validation import check_int, check_job_type, check_json
 
 MISSED = ("skip", "catchUp")
-# A tick this late is still on time: a scheduler polls every few seconds, so a tick it sees
-# within a minute of its time runs under either policy; later ones are missed ticks.
+# A tick less than this late is on time: a scheduler polls every few seconds, so a tick it sees
+# within the minute runs under either policy; a tick a minute or more late is a missed tick.
 ON_TIME = timedelta(seconds=60)
 # With catchUp, at most this many missed ticks are enqueued by default (the newest ones).
 DEFAULT_CATCH_UP_LIMIT = 10
 # At most this many ticks fall within ON_TIME (cron's grain is a minute; both ends count).
 ON_TIME_TICKS = 2
 MAX_CATCH_UP_LIMIT = 1000
+# A schedule's payload is repeated on every tick's job and lives in the JobQueue spec.
+MAX_PAYLOAD_BYTES = 64 * 1024
 NAME_PATTERN = r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?"
 _NAME = re.compile(NAME_PATTERN)
-
-
-class ScheduleError(ValueError):
-    """A schedule definition that cannot run: `field` says which part, the message how to fix it."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        self.field = field
-        super().__init__(f"{field}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -57,32 +53,38 @@ def checked_cron(text: str, where: str) -> crontab.Cron:
     try:
         return crontab.parse(text)
     except crontab.CronError as exc:
-        raise ScheduleError(where, str(exc)) from None
+        raise InvalidArgument(where, exc.problem, exc.fix) from None
 
 
 def checked_zone(name: str, where: str) -> ZoneInfo:
     try:
         return crontab.zone(name)
     except crontab.CronError as exc:
-        raise ScheduleError(where, str(exc)) from None
+        raise InvalidArgument(where, exc.problem, exc.fix) from None
 
 
 def check(schedule: Schedule, where: str = "schedule") -> Schedule:
-    """The schedule, or ScheduleError naming the field (`where` prefixes it) and the fix."""
+    """The schedule, or InvalidArgument naming the field (`where` prefixes it) and the fix."""
     if not isinstance(schedule.name, str) or not _NAME.fullmatch(schedule.name):
-        raise ScheduleError(
-            f"{where}.name", f"{schedule.name!r} is not a name; use lowercase letters, digits, '.', '_' or '-' (1-63)"
+        raise InvalidArgument(
+            f"{where}.name", f"{schedule.name!r} is not a name", "use 1-63 lowercase letters, digits, '.', '_' or '-'"
         )
     checked_cron(schedule.cron, f"{where}.cron")
     checked_zone(schedule.time_zone, f"{where}.timeZone")
-    if not isinstance(schedule.job_type, str) or not schedule.job_type.strip() or len(schedule.job_type) > 200:
-        raise ScheduleError(f"{where}.jobType", "give the job type its handler is registered for")
+    check_job_type(schedule.job_type, f"{where}.jobType")
     if schedule.missed not in MISSED:
-        raise ScheduleError(f"{where}.missed", f"{schedule.missed!r}; use skip or catchUp")
+        raise InvalidArgument(f"{where}.missed", f"{schedule.missed!r} is no policy", "use skip or catchUp")
     if not isinstance(schedule.payload, dict):
-        raise ScheduleError(f"{where}.payload", "must be a JSON object")
-    if not 1 <= schedule.catch_up_limit <= MAX_CATCH_UP_LIMIT:
-        raise ScheduleError(f"{where}.catchUpLimit", f"{schedule.catch_up_limit}; use 1-{MAX_CATCH_UP_LIMIT}")
+        raise InvalidArgument(f"{where}.payload", "must be a JSON object", 'e.g. {"days": 7}')
+    check_json(
+        schedule.payload,
+        f"{where}.payload",
+        MAX_PAYLOAD_BYTES,
+        canonical=False,
+        size_fix="keep a schedule's payload small; put bulk data in a table",
+        types_fix="use JSON values only",
+    )
+    check_int(schedule.catch_up_limit, f"{where}.catchUpLimit", 1, MAX_CATCH_UP_LIMIT, "e.g. 10")
     return schedule
 
 
@@ -103,8 +105,8 @@ def decide(
     `catchUp` the newest `catch_up_limit` of them are enqueued and the rest passed over."""
     limit = catch_up_limit if missed == "catchUp" else 0
     due, older = crontab.last_ticks(cron, tz, watermark, now, limit + ON_TIME_TICKS)
-    on_time = [t for t in due if now - t <= ON_TIME]
-    late = [t for t in due if now - t > ON_TIME]
+    on_time = [t for t in due if now - t < ON_TIME]
+    late = [t for t in due if now - t >= ON_TIME]
     kept_late = late[len(late) - limit :] if limit else []
     skipped = older + len(late) - len(kept_late)
     return Decision(tuple(kept_late + on_time), skipped, crontab.next_tick(cron, tz, now))

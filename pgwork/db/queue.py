@@ -24,7 +24,6 @@ from pgwork.db.connect import AnyConnection
 from pgwork.db.limits import Limits
 from pgwork.db.params import any_unique, cancel_ids, cancel_report, identity, unique_params, unnest_params
 from pgwork.db.renewals import Renewals
-from pgwork.db.schedules import Schedules
 from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
     CancelRow,
@@ -36,6 +35,7 @@ from pgwork.db.rows import (
     SucceedManyRow,
     SucceedRow,
 )
+from pgwork.db.schedules import Schedules
 from pgwork.errors import InvalidArgument
 from pgwork.failure import decide_failure
 from pgwork.models import (

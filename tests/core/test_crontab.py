@@ -7,13 +7,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pgwork import crontab
-from pgwork.schedule import ON_TIME, Schedule, ScheduleError, check, decide, job_key
+from pgwork.errors import InvalidArgument
+from pgwork.schedule import ON_TIME, Schedule, check, decide, job_key
 
 BERLIN = crontab.zone("Europe/Berlin")
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 def local(ticks: list[datetime], tz: object = BERLIN) -> list[str]:
@@ -140,15 +141,21 @@ T = utc(2026, 1, 5, 9, 0)
         ("skip", T + timedelta(minutes=5), T + timedelta(minutes=30, seconds=1), 10, ["09:30"], 2),
         # Nothing due.
         ("skip", T, T + timedelta(minutes=9), 10, [], 0),
-        # A month away, capped (3 late ones plus the on-time one): no month of ticks listed.
-        ("catchUp", T, T + timedelta(days=30, minutes=1), 3, ["08:30", "08:40", "08:50", "09:00"], None),
+        # A month away, capped to the newest 3 (09:00 is a minute old: late): no month of ticks listed.
+        ("catchUp", T, T + timedelta(days=30, minutes=1), 3, ["08:40", "08:50", "09:00"], None),
     ],
 )
 def test_decide(
     missed: str, watermark: datetime, now: datetime, limit: int, enqueued: list[str], skipped: int | None
 ) -> None:
-    d = decide(crontab.parse("*/10 * * * *"), crontab.zone("UTC"), watermark=watermark, now=now, missed=missed,
-               catch_up_limit=limit)
+    d = decide(
+        crontab.parse("*/10 * * * *"),
+        crontab.zone("UTC"),
+        watermark=watermark,
+        now=now,
+        missed=missed,
+        catch_up_limit=limit,
+    )
     assert [t.strftime("%H:%M") for t in d.enqueue] == enqueued
     if skipped is not None:
         assert d.skipped == skipped
@@ -167,11 +174,13 @@ def test_decide(
         ({"missed": "always"}, "x.missed"),
         ({"job_type": " "}, "x.jobType"),
         ({"catch_up_limit": 0}, "x.catchUpLimit"),
+        ({"payload": {"x": "y" * 70000}}, "x.payload"),
+        ({"payload": [1]}, "x.payload"),
     ],
 )
 def test_check_names_the_field(changes: dict[str, object], field: str) -> None:
     base = {"name": "nightly", "cron": "@daily", "job_type": "cleanup"}
-    with pytest.raises(ScheduleError) as caught:
+    with pytest.raises(InvalidArgument) as caught:
         check(Schedule(**(base | changes)), "x")  # type: ignore[arg-type]
     assert caught.value.field == field
 

@@ -32,13 +32,19 @@ def test_first_sight_then_each_tick_once(queue: Queue) -> None:
     assert queue.fire_schedule(EVERY_10, now=T0 + timedelta(minutes=5)).enqueued == ()
     assert keys(queue) == ["schedule:cleanup:2026-01-05T09:10:00Z"]
     job = queue.job(fired.enqueued[0][1])
-    assert job is not None and job.payload == {"days": 7} and job.idempotency_key == job_key("cleanup", fired.enqueued[0][0])
+    assert (
+        job is not None
+        and job.payload == {"days": 7}
+        and job.idempotency_key == job_key("cleanup", fired.enqueued[0][0])
+    )
     (row,) = queue.schedules()
     assert (row.last_tick, row.last_job_id) == fired.enqueued[0]
     assert row.next_tick == datetime(2026, 1, 5, 9, 20, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("missed", "expected", "skipped"), [("skip", [], 3), ("catchUp", ["09:10", "09:20", "09:30"], 0)])
+@pytest.mark.parametrize(
+    ("missed", "expected", "skipped"), [("skip", [], 3), ("catchUp", ["09:10", "09:20", "09:30"], 0)]
+)
 def test_down_across_three_ticks(queue: Queue, missed: str, expected: list[str], skipped: int) -> None:
     schedule = Schedule("report", "*/10 * * * *", "report", missed=missed)
     queue.fire_schedule(schedule, now=T0 + timedelta(minutes=5))  # seen at 09:05:30, then down
