@@ -3,6 +3,7 @@ of schedulers or restarts, missed ticks by policy, the tick in the job's key. Ti
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +12,7 @@ import pytest
 
 from pgwork.db import Queue
 from pgwork.schedule import Schedule, job_key
+from tests.support.cli import pgwork
 from tests.support.db import MakeRole
 
 T0 = datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC)
@@ -99,3 +101,15 @@ def test_producer_fires_reader_reads(queue: Queue, make_role: MakeRole) -> None:
         assert [s.name for s in reader.schedules()] == ["cleanup"]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             reader.fire_schedule(EVERY_10, now=T0 + timedelta(minutes=20))
+
+
+def test_pgwork_schedules_shows_last_and_next_tick(queue: Queue) -> None:
+    queue.fire_schedule(EVERY_10, now=T0)
+    queue.fire_schedule(EVERY_10, now=T0 + timedelta(minutes=10))
+    out = pgwork("schedules", "--json", dsn=queue.dsn)
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert (row["name"], row["cron"], row["last_tick"], row["next_tick"]) == (
+        "cleanup", "*/10 * * * *", "2026-01-05 09:10:00+00:00", "2026-01-05 09:20:00+00:00"
+    )  # fmt: skip
+    assert "cleanup" in pgwork("schedules", dsn=queue.dsn).stdout
