@@ -328,7 +328,7 @@ SELECT coalesce(sum(s.n_dead_tup), 0)::bigint AS dead_tuples,
        now() AS at
   FROM parts LEFT JOIN pg_stat_all_tables s ON s.relid = parts.oid;
 
--- Schedules (migration 0016): open locks the schedule's row for the transaction and returns its
+-- Schedules (migration 21): open locks the schedule's row for the transaction and returns its
 -- watermark; fire records and enqueues the ticks the caller decided, each once.
 -- name: schedule_open :one
 SELECT * FROM pgwork.schedule_open(%(name)s::text, %(cron)s::text, %(time_zone)s::text, %(job_type)s::text,
