@@ -47,6 +47,8 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("day of week", 0, 6, _DAYS),
 )
 _NUMBER = re.compile(r"[0-9]{1,2}")
+# Fields are separated by spaces and tabs only, as the CRD's pattern and the controller read them.
+_OTHER_SPACE = re.compile(r"[^\S \t]")
 # How far ahead a next tick is looked for: `0 0 29 2 1` (Feb 29 that is a Monday) recurs within
 # 28 years; a schedule with no tick in that span (`0 0 31 2 *`) has none.
 HORIZON_DAYS = 366 * 29
@@ -94,6 +96,8 @@ def parse(text: str) -> Cron:
         raise CronError(f"a schedule of {len(text)} characters", f"at most {MAX_LENGTH}; {fix}")
     if text != text.strip():
         raise CronError(f"{text!r} starts or ends with white space", fix)
+    if _OTHER_SPACE.search(text):
+        raise CronError(f"{text!r} holds a line break or other white space than spaces and tabs", fix)
     stripped = text
     if stripped.startswith("@"):
         if stripped.startswith("@every"):
@@ -105,6 +109,8 @@ def parse(text: str) -> Cron:
             raise CronError(f"{stripped!r}: unknown macro", f"use one of {', '.join(sorted(MACROS))}")
         stripped = MACROS[stripped]
     parts = stripped.split()
+    if parts[0].startswith(("TZ=", "CRON_TZ=")):
+        raise CronError(f"{text!r}: a TZ= prefix is not part of the schedule", "give the time zone as its own field")
     if len(parts) == 6:
         raise CronError(
             f"{text!r} has 6 fields: a seconds field is not cron (the CronJob controller refuses it), and "

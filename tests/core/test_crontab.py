@@ -101,6 +101,8 @@ def test_berlin_daylight_saving_neither_skips_nor_doubles(
         ("*/0 * * * *", "step '0'"),
         ("5-1 * * * *", "runs backwards"),
         ("@reboot", "unknown macro"),
+        ("TZ=UTC 0 * * * *", "TZ= prefix"),
+        ("* * *\n* *", "line break"),
         ("* * * * ²", "plain ASCII"),
         ("", "empty"),
         ("x" * 201, "at most 200"),
