@@ -193,16 +193,27 @@ def _instant(wall: datetime, tz: ZoneInfo) -> datetime:
     return first  # no zone has a gap of two days
 
 
-def _walls(cron: Cron, first: date, last: date) -> Iterator[datetime]:
-    day = first
+def _walls(cron: Cron, low: datetime, high: datetime) -> Iterator[datetime]:
+    """The naive local wall times the schedule names within [low, high], in order."""
+    day = low.date()
     hours = sorted(cron.hours)
     minutes = sorted(cron.minutes)
-    while day <= last:
+    while day <= high.date():
         if cron.matches_date(day):
             for hour in hours:
+                start = datetime(day.year, day.month, day.day, hour)
+                if start + timedelta(minutes=59) < low or start > high:
+                    continue
                 for minute in minutes:
-                    yield datetime(day.year, day.month, day.day, hour, minute)
+                    wall = start.replace(minute=minute)
+                    if low <= wall <= high:
+                        yield wall
         day += timedelta(days=1)
+
+
+# Local wall times this far outside the span are not converted: no zone's offset jumps by more
+# (a zone leaving out a whole day, as Samoa did in 2011, would lose that day's ticks).
+_MARGIN = timedelta(hours=3)
 
 
 def ticks_between(cron: Cron, tz: ZoneInfo, after: datetime, until: datetime) -> list[datetime]:
@@ -210,15 +221,15 @@ def ticks_between(cron: Cron, tz: ZoneInfo, after: datetime, until: datetime) ->
     Costs a step per local day in the span plus one per tick: callers bound the span."""
     if until <= after:
         return []
-    first = after.astimezone(tz).date() - timedelta(days=1)
-    last = until.astimezone(tz).date() + timedelta(days=1)
-    found = {t for t in (_instant(w, tz) for w in _walls(cron, first, last)) if after < t <= until}
+    low = after.astimezone(tz).replace(tzinfo=None) - _MARGIN
+    high = until.astimezone(tz).replace(tzinfo=None) + _MARGIN
+    found = {t for t in (_instant(w, tz) for w in _walls(cron, low, high)) if after < t <= until}
     return sorted(found)
 
 
 def next_tick(cron: Cron, tz: ZoneInfo, after: datetime) -> datetime | None:
     """The first tick strictly after `after`, or None when none falls within HORIZON_DAYS."""
-    span = timedelta(days=2)
+    span = timedelta(hours=1)
     start = after
     while start - after < timedelta(days=HORIZON_DAYS):
         found = ticks_between(cron, tz, start, start + span)
