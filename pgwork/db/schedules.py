@@ -1,4 +1,4 @@
-"""The Queue's schedules: fire a periodic job's due ticks, each exactly once (migration 18).
+"""The Queue's schedules: fire a periodic job's due ticks, each exactly once (migration 21).
 Split from pgwork.db.queue only to keep modules small."""
 
 from __future__ import annotations
