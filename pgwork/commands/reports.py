@@ -94,6 +94,12 @@ def cmd_dead(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    with open_queue(args) as q:
+        print_rows([dataclasses.asdict(r) for r in q.schedules()], args.json)
+    return 0
+
+
 def register(sub: Any) -> None:
     add = adder(sub)
     for name, func, text in (
@@ -101,6 +107,7 @@ def register(sub: Any) -> None:
         ("running", cmd_running, "jobs in flight: owner, lease left, heartbeat age, progress"),
         ("retrying", cmd_retrying, "pending jobs that have failed before"),
         ("dead", cmd_dead, "jobs that ran out of attempts, with their last error"),
+        ("schedules", cmd_schedules, "periodic jobs: cron, time zone, last tick (and its job), next tick, skipped"),
     ):
         p = add(name, func, text)
         p.add_argument("--json", action="store_true", help="print JSON")

@@ -35,6 +35,7 @@ from pgwork.db.rows import (
     SucceedManyRow,
     SucceedRow,
 )
+from pgwork.db.schedules import Schedules
 from pgwork.errors import InvalidArgument
 from pgwork.failure import decide_failure
 from pgwork.models import (
@@ -62,7 +63,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches, Limits, Checkpoints, Renewals):
+class Queue(Batches, Limits, Checkpoints, Renewals, Schedules):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write

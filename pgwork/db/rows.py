@@ -260,3 +260,32 @@ class FailManyRow:
 class CheckpointRow:
     id: int
     checkpoint_at: datetime
+
+
+@dataclass(frozen=True)
+class ScheduleOpenRow:
+    watermark: datetime
+    last_tick: datetime | None
+    now_at: datetime
+
+
+@dataclass(frozen=True)
+class ScheduleTickRow:
+    tick_at: datetime
+    job_id: int
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """A schedule as last fired (`pgwork schedules`, the JobQueue status)."""
+
+    name: str
+    cron: str
+    time_zone: str
+    job_type: str
+    missed: str
+    last_tick: datetime | None
+    last_job_id: int | None
+    next_tick: datetime | None
+    skipped_ticks: int
+    fired_at: datetime

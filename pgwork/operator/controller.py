@@ -14,10 +14,10 @@ from typing import Any
 
 from pgwork.credentials import EXPECTED, dsn_problem
 from pgwork.models import COUNTS
-from pgwork.operator import deletion_cost, render
+from pgwork.operator import deletion_cost, render, schedules
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.connbudget import Budgets, budget_condition
-from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, jobs_by_owner
+from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, explain, jobs_by_owner
 from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
@@ -63,6 +63,8 @@ class Clients:
     queues: QueueCache
     metrics: OperatorMetrics
     budgets: Budgets = field(default_factory=Budgets)
+    # Tests fix the operator's clock; schedules then fire at it instead of the database's.
+    fixed_clock: bool = False
 
 
 def _conditions(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -227,6 +229,9 @@ def autoscale(
 
     memo["failures"] = 0
     horizon = read_horizon(clients.queues, dsn, queue, now)
+    at = schedules.fire_time(now, clients.fixed_clock)
+    firing = schedules.fire_all(queue, namespace, name, spec.schedules, now=at, explain=lambda e: explain(e, dsn))
+    change.events += [Event("Warning", "ScheduleFailed", text) for text in firing.problems]
     memory = memo.get("scale_memory")
     decision = decide(
         spec.scaling,
@@ -298,6 +303,8 @@ def autoscale(
             "conditions": conditions,
         }
     )
+    if spec.schedules:
+        status["schedules"] = firing.status
     change.status = status
     clients.metrics.record(
         namespace,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,8 @@ class OperatorOptions:
     executor_workers: int = 8
     retry_backoff_seconds: float = 10.0
     queue_factory: QueueFactory = default_factory
+    # Tests fix the clock (seconds since the epoch); schedules then fire at it, not the database's.
+    clock: Callable[[], float] | None = None
     # Set by the startup hook; tests read it to measure and to close things.
     clients: Clients | None = None
 
@@ -93,7 +96,12 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
         if options.metrics_port:
             metrics.serve(options.metrics_port)
         agent = USER_AGENT + (f" ({options.identity})" if options.identity else "")
-        options.clients = Clients(Kube(configuration, user_agent=agent), QueueCache(options.queue_factory), metrics)
+        options.clients = Clients(
+            Kube(configuration, user_agent=agent),
+            QueueCache(options.queue_factory),
+            metrics,
+            fixed_clock=options.clock is not None,
+        )
 
     @kopf.on.cleanup(registry=registry)
     def close(**_: Any) -> None:
@@ -129,7 +137,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
 
     @kopf.timer(GROUP, VERSION, PLURAL, interval=options.tick_seconds, registry=registry)
     def autoscale(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-        now = time.time()
+        now = options.clock() if options.clock is not None else time.time()
         change = controller.autoscale(clients(), body, memo, now)
         if change is not None:
             _post(body, change, patch, only_changes=True, now=now)

@@ -16,7 +16,9 @@ from pgwork.durations import parse_duration
 from pgwork.operator import kubenames
 from pgwork.operator.cron import check_cron
 from pgwork.operator.fields import Reader, SpecError, shown
+from pgwork.operator.schedules import parse_schedules
 from pgwork.operator.workerspec import WorkerSpec, parse_worker
+from pgwork.schedule import Schedule
 
 GROUP = "pgwork.dev"
 VERSION = "v1alpha1"
@@ -133,6 +135,7 @@ class JobQueueSpec:
     # Set by `kubectl scale`, an HPA or KEDA through the scale subresource: then the operator
     # follows it (within the bounds) instead of its own backlog rule.
     replicas: int | None
+    schedules: tuple[Schedule, ...] = ()
 
 
 def _secret_ref(db: Reader, name: str, default: SecretRef) -> SecretRef:
@@ -291,7 +294,8 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     if replicas is not None:
         replicas = root.integer("replicas", 0, 10_000, "a whole number of workers")
 
-    return JobQueueSpec(database, tuple(job_types), worker, scaling, lease, reaper, retention, replicas)
+    schedules = parse_schedules(root.raw.get("schedules"), tuple(job_types))
+    return JobQueueSpec(database, tuple(job_types), worker, scaling, lease, reaper, retention, replicas, schedules)
 
 
 def _parse_scaling(s: Reader) -> ScalingSpec:

@@ -327,3 +327,20 @@ SELECT coalesce(sum(s.n_dead_tup), 0)::bigint AS dead_tuples,
        pg_has_role('pg_read_all_stats', 'USAGE') AS reads_all_stats,
        now() AS at
   FROM parts LEFT JOIN pg_stat_all_tables s ON s.relid = parts.oid;
+
+-- Schedules (migration 21): open locks the schedule's row for the transaction and returns its
+-- watermark; fire records and enqueues the ticks the caller decided, each once.
+-- name: schedule_open :one
+SELECT * FROM pgwork.schedule_open(%(name)s::text, %(cron)s::text, %(time_zone)s::text, %(job_type)s::text,
+                                   %(missed)s::text, %(now)s::timestamptz);
+
+-- name: schedule_fire :many
+SELECT * FROM pgwork.schedule_fire(%(name)s::text, %(ticks)s::timestamptz[], %(until)s::timestamptz,
+                                   %(next_tick)s::timestamptz, %(skipped)s::integer, %(job_type)s::text,
+                                   %(payload)s::jsonb, %(priority)s::smallint, %(max_attempts)s::smallint);
+
+-- name: schedules :many
+SELECT s.name, s.cron, s.time_zone, s.job_type, s.missed, s.last_tick, s.last_job_id, s.next_tick,
+       s.skipped_ticks, s.fired_at
+  FROM pgwork.schedules AS s
+ ORDER BY s.name;

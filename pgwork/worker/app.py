@@ -30,6 +30,7 @@ from pgwork.db.wait import wait_for_job
 from pgwork.dsn import resolve_dsn
 from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport
+from pgwork.schedule import DEFAULT_CATCH_UP_LIMIT, Schedule
 from pgwork.validation import check_timeout
 from pgwork.worker.options import DEFAULT_MAX_ABANDONED, is_app_name
 from pgwork.worker.registry import F, Registry, check_batch, check_isolation
@@ -111,6 +112,42 @@ class App:
                 batch_wait=wait,
                 isolation=isolation,
             )
+            return func
+
+        return decorate
+
+    def periodic(
+        self,
+        cron: str,
+        *,
+        job_type: str | None = None,
+        payload: dict[str, Any] | None = None,
+        name: str | None = None,
+        time_zone: str = "UTC",
+        missed: str = "skip",
+        catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT,
+    ) -> Callable[[F], F]:
+        """Enqueue a `job_type` job (default: the decorated function's name, which is registered
+        as its handler unless one is) on each tick of `cron`, from the workers `run_worker` runs,
+        each tick exactly once however many run (pgwork.schedule). `missed`: "skip" or "catchUp"
+        (the newest `catch_up_limit` ticks missed while no worker ran). `name` (default the job
+        type) keys the ticks: keep it when the cron changes, so no tick runs twice."""
+
+        def decorate(func: F) -> F:
+            chosen = job_type or func.__name__
+            schedule = Schedule(
+                name=name or chosen.lower().replace(":", ".").replace("/", "."),
+                cron=cron,
+                job_type=chosen,
+                payload=payload or {},
+                time_zone=time_zone,
+                missed=missed,
+                catch_up_limit=catch_up_limit,
+                max_attempts=self.max_attempts_for(chosen),
+            )
+            if self.registry.spec(chosen) is None:
+                self.handler(chosen)(func)
+            self.registry.add_schedule(schedule)
             return func
 
         return decorate

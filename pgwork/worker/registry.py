@@ -28,6 +28,7 @@ from pgwork.durations import MAX_SECONDS, parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.progress import Progress, check_progress, checkpoint_json
 from pgwork.quoting import quoted
+from pgwork.schedule import Schedule, check
 from pgwork.validation import check_int, check_job_type, check_timeout
 
 # A plain `Job -> JSON value` function, or an `async def` one (its call returns a coroutine); a
@@ -245,6 +246,15 @@ class Registry:
 
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        # Periodic jobs (`@app.periodic`) the worker fires (pgwork.worker.periodic).
+        self.schedules: list[Schedule] = []
+
+    def add_schedule(self, schedule: Schedule) -> Schedule:
+        check(schedule)
+        if any(s.name == schedule.name for s in self.schedules):
+            raise InvalidArgument("name", f"schedule {schedule.name!r} is declared twice", "give each its own name")
+        self.schedules.append(schedule)
+        return schedule
 
     def register(
         self,
@@ -328,10 +338,12 @@ class Registry:
     def copy(self) -> Registry:
         chosen = Registry()
         chosen._specs = dict(self._specs)
+        chosen.schedules = list(self.schedules)
         return chosen
 
     def clear(self) -> None:
         self._specs.clear()
+        self.schedules.clear()
 
 
 # The registry `@pgwork.handler` fills when `pgwork worker --app MODULE` imports the module.

@@ -25,6 +25,7 @@ from pgwork.db import Queue
 from pgwork.errors import PERMANENT_CONNECT_ERRORS, PgworkError, Unreachable
 from pgwork.worker.heartbeat import TRANSIENT
 from pgwork.worker.options import OptionError, WorkerOptions, parse_options
+from pgwork.worker.periodic import Periodic
 from pgwork.worker.registry import Registry
 from pgwork.worker.runtime import Worker
 
@@ -140,7 +141,12 @@ def serve(
                 ) from None
             if stopper.stopping:
                 worker.request_stop()
-            return worker.run()
+            periodic = Periodic(queue, registry.schedules).start() if registry.schedules else None
+            try:
+                return worker.run()
+            finally:
+                if periodic is not None:
+                    periodic.stop()
         finally:
             stopper.worker = None
             queue.close(timeout=min(CLOSE_SECONDS, worker.remaining()) if worker is not None else CLOSE_SECONDS)
