@@ -33,6 +33,11 @@ from pgwork.ui.render import environment
 from pgwork.ui.security import CSRF_COOKIE, CSRF_FIELD, HEADERS, AuthConfig, authenticate, csrf_ok, new_token
 
 log = logging.getLogger("pgwork.ui")
+# The functions the Workers and Limits pages read through (the reader profile's, unless a grant
+# was taken back): a role without them gets a page saying so, not an error.
+RUNNING_FUNCTION = "pgwork.running_jobs(timestamptz)"
+LIMITS_FUNCTION = "pgwork.limits(timestamptz)"
+WORKER_ROWS = 200  # the Workers page lists at most this many workers
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,17 @@ def create_app(console: Console, settings: Settings) -> Starlette:
 
     def running_live(request: Request) -> Response:
         return page(request, "_running.html", rows=console.running(settings.stuck_after))
+
+    def workers(request: Request) -> Response:
+        if not console.may_read(RUNNING_FUNCTION):
+            return page(request, "refused.html", what="the running jobs, so it cannot list workers")
+        rows, more = console.workers(settings.stuck_after, WORKER_ROWS)
+        return page(request, "workers.html", rows=rows, more=more, shown=WORKER_ROWS)
+
+    def limits(request: Request) -> Response:
+        if not console.may_read(LIMITS_FUNCTION):
+            return page(request, "refused.html", what="the per-type limits")
+        return page(request, "limits.html", rows=console.limits())
 
     def dead(request: Request) -> Response:
         return page(request, "dead.html", rows=console.dead())
@@ -188,6 +204,8 @@ def create_app(console: Console, settings: Settings) -> Starlette:
         Route("/jobs/{job_id:int}", job),
         Route("/running", running),
         Route("/live/running", running_live),
+        Route("/workers", workers),
+        Route("/limits", limits),
         Route("/dead", dead),
         Route("/actions", actions),
         Route("/confirm", confirm),

@@ -22,9 +22,11 @@ from pgwork.db import Queue
 from pgwork.db.connect import AnyConnection
 from pgwork.db.pool import Pool
 from pgwork.db.rows import DeadRow, JobContents, JobDetail, RunningRow
+from pgwork.limits import TypeLimit
 from pgwork.models import TypeStats
 from pgwork.sql_files import Statements
 from pgwork.ui.filters import BULK_CAP, BULK_SCAN, PAGE, SCAN, JobFilter
+from pgwork.ui.fleet import WorkerRow, workers_from
 from pgwork.ui.rows import ActionRow, Bucket, FoundJob, May
 
 log = logging.getLogger("pgwork.ui")
@@ -181,6 +183,21 @@ class Console:
         """Running jobs, the stalest heartbeat first, each with whether it looks stuck."""
         rows = sorted(self.queue.running(), key=lambda r: r.since_heartbeat_seconds, reverse=True)
         return [(r, is_stuck(r, stuck_after)) for r in rows]
+
+    def workers(self, stuck_after: float, limit: int = 200) -> tuple[list[WorkerRow], bool]:
+        """The workers holding running jobs (read from the fleet's running jobs, as the Running
+        page reads them; the worker lease rows themselves hold secrets and are the owner's only)."""
+        return workers_from(self.running(stuck_after), limit)
+
+    def limits(self) -> list[TypeLimit]:
+        """Every per-type limit with its running jobs and tokens, as `pgwork limits show` reads them
+        (pgwork.limits: one row per limited type, each count a range of jobs_running_idx)."""
+        return self.queue.limits()
+
+    def may_read(self, function: str) -> bool:
+        """Whether the connecting role may call `function` (its signature), as the database decides."""
+        with self._conn() as conn:
+            return bool(self._scalar(conn, "may_call", {"function": function}))
 
     def dead(self, limit: int = 50) -> list[DeadRow]:
         """The newest dead jobs (pgwork.dead_letters: a walk of jobs_dead_idx, errors cut short)."""

@@ -7,9 +7,11 @@ import re
 from collections.abc import Callable
 
 import psycopg
+from psycopg import sql
 from starlette.testclient import TestClient
 
 from pgwork.db import Queue
+from pgwork.limits import Rate
 from pgwork.models import NewJob
 from pgwork.ui.security import AuthConfig
 
@@ -42,6 +44,8 @@ def test_every_page_renders_with_the_strict_policy(queue: Queue, client: Callabl
         f"/jobs/{dead}",
         "/running",
         "/live/running",
+        "/workers",
+        "/limits",
         "/dead",
         "/actions",
         "/confirm?action=retry&state=dead",
@@ -160,6 +164,48 @@ def test_hostile_job_data_renders_inert(queue: Queue, client: Callable[..., Test
     assert "&lt;script&gt;alert(" in detail and "\\x1b[2J" in detail and "\\u202e" in detail
     assert len(detail) < 200_000 and "the first 65536 shown" in detail  # a 1 MiB error costs a page 64 KiB
     assert len(c.get("/jobs").text) < 20_000
+
+
+def test_workers_and_limits_escape_hostile_names_and_follow_the_role(
+    queue: Queue, client: Callable[..., TestClient], make_role: Callable[..., str]
+) -> None:
+    hostile_type = HOSTILE[:60]
+    queue.enqueue(hostile_type, {})
+    queue.enqueue("mail", {})
+    queue.claim(HOSTILE, job_types=[hostile_type])
+    queue.claim("w-calm", job_types=["mail"])
+    queue.set_limit(hostile_type, max_running=1, rate=Rate(5, 60.0))
+    queue.set_limit("mail", max_running=3)
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:  # the calm worker went quiet
+        conn.execute(
+            "UPDATE pgwork.jobs SET heartbeat_at = now() - interval '5 minutes', "
+            "lease_expires_at = now() - interval '1 second' WHERE lease_owner = 'w-calm'"
+        )
+    for c in (client(), client(make_role("reader"))):
+        workers = c.get("/workers").text
+        limits = c.get("/limits").text
+        for page in (workers, limits):
+            assert "<script>alert" not in page and "<img src=x" not in page and "\x1b" not in page
+            assert "\\x1b[2J" in page and "\\u202e" in page and "&lt;script&gt;alert(" in page
+            assert "\u202e" not in page
+        # The quiet worker comes first, marked stale; no lease secret or token reaches the page.
+        assert workers.index("w-calm") < workers.index("&lt;script&gt;") and "stale: 1 stuck" in workers
+        assert "secret" not in workers.lower() and "token" not in workers.lower()
+        assert re.search(r"<td>mail</td>\s*<td class=\"n\">3</td>\s*<td class=\"n\">1</td>", limits)
+        assert "5/" in limits and "at its limit" in limits
+    # A reader whose grants on both functions were taken back: a page saying so, not an error.
+    narrowed = make_role("reader")
+    role = psycopg.conninfo.conninfo_to_dict(narrowed)["user"]
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "REVOKE EXECUTE ON FUNCTION pgwork.limits(timestamptz), pgwork.running_jobs(timestamptz) FROM {}"
+            ).format(sql.Identifier(str(role)))
+        )
+    bare = client(narrowed)
+    for url, what in (("/workers", "the running jobs"), ("/limits", "the per-type limits")):
+        r = bare.get(url)
+        assert r.status_code == 200 and f"may not read {what}" in r.text, url
 
 
 def test_authentication(queue: Queue, client: Callable[..., TestClient]) -> None:

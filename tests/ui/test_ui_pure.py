@@ -13,6 +13,7 @@ from pgwork.db.rows import RunningRow
 from pgwork.ui.charts import Bar, failure_svg, throughput_svg
 from pgwork.ui.data import action_states, is_stuck
 from pgwork.ui.filters import FilterError, JobFilter, parse_filter, parse_ids
+from pgwork.ui.fleet import WorkerRow, workers_from
 from pgwork.ui.render import age, as_json, visible
 from pgwork.ui.security import AuthConfig, ConfigError, auth_config, authenticate, csrf_ok, is_loopback
 
@@ -109,6 +110,35 @@ def _running(remaining: float, since: float) -> RunningRow:
 )
 def test_is_stuck(remaining: float, since: float, stuck: bool) -> None:
     assert is_stuck(_running(remaining, since), 60.0) is stuck
+
+
+def _held(owner: str, job_type: str, remaining: float, since: float) -> tuple[RunningRow, bool]:
+    row = RunningRow(1, job_type, owner, 1, 5, T0, remaining, since, False, None, None, None, None)
+    return row, is_stuck(row, 60.0)
+
+
+@pytest.mark.parametrize(
+    ("held", "limit", "expected", "more"),
+    [
+        ([], 10, [], False),
+        # One worker: its freshest heartbeat, its last lease, its types once each.
+        (
+            [_held("a", "y", 20.0, 5.0), _held("a", "x", 30.0, 9.0), _held("a", "x", 10.0, 2.0)],
+            10,
+            [WorkerRow("a", 3, 2.0, 30.0, 0, ("x", "y"))],
+            False,
+        ),
+        # A worker with a stuck job comes first, then the one heard from longest ago; the limit cuts.
+        (
+            [_held("calm", "x", 20.0, 1.0), _held("old", "x", 20.0, 30.0), _held("bad", "x", -1.0, 2.0)],
+            2,
+            [WorkerRow("bad", 1, 2.0, -1.0, 1, ("x",)), WorkerRow("old", 1, 30.0, 20.0, 0, ("x",))],
+            True,
+        ),
+    ],
+)
+def test_workers_from(held: list[tuple[RunningRow, bool]], limit: int, expected: list[WorkerRow], more: bool) -> None:
+    assert workers_from(held, limit) == (expected, more)
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,10 @@ SELECT has_function_privilege('pgwork.find_jobs_contents(text[], text[], text, t
            AS act,
        current_user AS role;
 
+-- name: may_call :scalar
+-- Whether the connecting role may read through one function (a page says so rather than failing).
+SELECT has_function_privilege(%(function)s::text, 'EXECUTE');
+
 -- name: find_jobs :many
 -- A page of the jobs list, for any reader: no payload filter.
 SELECT * FROM pgwork.find_jobs(%(job_types)s::text[], %(statuses)s::text[], %(error)s::text,
