@@ -8,7 +8,8 @@ from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState
 from pgwork.progress import Progress
 from pgwork.version import __version__
 from pgwork.worker.app import App
-from pgwork.worker.registry import Job, PermanentError, current_job, handler
+from pgwork.worker.job import Job, PermanentError, current_job
+from pgwork.worker.registry import handler
 
 __all__ = [
     "App",

@@ -20,8 +20,9 @@ from opentelemetry import trace
 
 from pgwork.backoff import Backoff
 from pgwork.models import ClaimedJob, Lease
+from pgwork.worker.job import Job
 from pgwork.worker.outcome import Decision, Ended
-from pgwork.worker.registry import HandlerSpec, Job
+from pgwork.worker.registry import HandlerSpec
 
 
 class AttemptState(enum.Enum):

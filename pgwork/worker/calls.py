@@ -34,9 +34,9 @@ from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.children import ChildPool, job_fields
 from pgwork.worker.describe import describe_error, payload_problem
 from pgwork.worker.finishes import Finisher
+from pgwork.worker.job import PermanentError, StopReason, running
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.outcome import Ended, Outcome, decide, worker_error
-from pgwork.worker.registry import PermanentError, StopReason, running
 from pgwork.worker.timeouts import arm
 
 log = logging.getLogger("pgwork.worker")

@@ -28,7 +28,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pgwork.worker.describe import describe_error, safe_str
-from pgwork.worker.registry import REGISTRY, Job, PermanentError, Registry, StopReason, running
+from pgwork.worker.job import Job, PermanentError, StopReason, running
+from pgwork.worker.registry import REGISTRY, Registry
 
 
 class _Channel:

@@ -29,8 +29,8 @@ from pgwork.models import ClaimedJob
 from pgwork.worker.childpolicy import STOP_GRACE, death_message, killed_message, recycle_reason
 from pgwork.worker.childproc import child_main
 from pgwork.worker.describe import first_line
+from pgwork.worker.job import Job, PermanentError
 from pgwork.worker.outcome import Ended
-from pgwork.worker.registry import Job, PermanentError
 from pgwork.worker.timeouts import abandon_grace
 
 log = logging.getLogger("pgwork.worker")

@@ -67,6 +67,13 @@ class EventLoop(threading.Thread):
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs any more
             self._loop.call_soon_threadsafe(self._cancel, key)
 
+    def discard(self) -> None:
+        """Close the loop of a worker that never started it (its start failed): an unclosed loop
+        is finalised at interpreter exit, after its self-pipe, and prints a traceback under the
+        worker's one-line error."""
+        if self.ident is None and not self._loop.is_closed():
+            self._loop.close()
+
     def stop(self) -> None:
         """Cancel whatever still runs, give it STOP_SECONDS to end, then stop the loop."""
         with contextlib.suppress(RuntimeError):

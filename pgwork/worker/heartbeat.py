@@ -29,8 +29,8 @@ from pgwork.models import Lease, LeaseState, Renewal, WorkerLease
 from pgwork.progress import Progress
 from pgwork.worker.attempt import AttemptState
 from pgwork.worker.holdings import Holdings
+from pgwork.worker.job import StopReason
 from pgwork.worker.metrics import WorkerMetrics
-from pgwork.worker.registry import StopReason
 
 log = logging.getLogger("pgwork.worker.heartbeat")
 

@@ -21,7 +21,7 @@ from pgwork.failure import FailureDecision, decide_failure
 from pgwork.models import Completion, FailOutcome
 from pgwork.validation import result_json
 from pgwork.worker.describe import describe_error, error_type, redact_message
-from pgwork.worker.registry import PermanentError, StopReason
+from pgwork.worker.job import PermanentError, StopReason
 
 
 class Outcome(enum.Enum):

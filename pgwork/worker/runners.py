@@ -161,6 +161,11 @@ class Runners:
         if self.loop is not None and attempt.on_loop:
             self.loop.cancel(attempt.id)
 
+    def discard(self) -> None:
+        """A worker whose start failed: close what was made for it and never started."""
+        if self.loop is not None:
+            self.loop.discard()
+
     def stop(self) -> None:
         """Each runner thread ends after the job it is on (jobs still queued were released
         already); the loop cancels what still runs on it and stops."""

@@ -23,7 +23,6 @@ lease and the reaper returns them once it lapses.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -33,7 +32,7 @@ from opentelemetry import trace
 
 from pgwork import tracing
 from pgwork.db import Queue
-from pgwork.errors import InvalidArgument, PgworkError
+from pgwork.errors import PgworkError
 from pgwork.models import ClaimedJob
 from pgwork.validation import result_problem
 from pgwork.worker.attempt import Attempt, AttemptState
@@ -45,9 +44,11 @@ from pgwork.worker.describe import first_line, usable_trace_context
 from pgwork.worker.finishes import Finisher
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Holdings
+from pgwork.worker.job import Job
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import EXIT_POOLER, WorkerOptions
-from pgwork.worker.registry import HandlerSpec, Job, Registry
+from pgwork.worker.plan import plan_handlers
+from pgwork.worker.registry import Registry
 from pgwork.worker.runners import Runners
 from pgwork.worker.shutdown import Shutdown
 from pgwork.worker.timeouts import EXIT_ABANDONED, Enforcer, Watchdog
@@ -95,18 +96,8 @@ class Worker:
         tracer_provider: trace.TracerProvider | None = None,
         prepare: bool = True,
     ) -> None:
-        types = list(options.job_types) if options.job_types is not None else registry.job_types()
-        missing = [t for t in types if registry.get(t) is None]
-        if missing:
-            raise InvalidArgument(
-                "--job-types",
-                f"no handler registered for {', '.join(missing)} in {options.app}",
-                f"register them with @pgwork.handler, or pick among {registry.job_types()}",
-            )
-        if not types:
-            raise InvalidArgument(
-                "--app", f"{options.app} registers no handlers", "decorate functions with @pgwork.handler('TYPE')"
-            )
+        plan = plan_handlers(registry, options)
+        types = plan.job_types
         self.queue = queue
         self.options = options
         self.registry = registry
@@ -140,10 +131,8 @@ class Worker:
         # Behind a transaction-mode pooler only a direct listen_dsn can carry LISTEN.
         listening = options.listen and queue.can_listen
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if listening else None
-        # Per job type, once: the handler's registration as this worker runs it (--batch-wait
-        # over a batch handler's own), and whether it runs on the event loop.
-        self._handlers: dict[str, tuple[HandlerSpec, bool]] = {}
-        self._in_process = frozenset(t for t in types if registry.in_process(t, options.isolation))
+        self._handlers = plan.handlers
+        self._in_process = plan.in_process
         # Process isolation: a pool of spawned children, one per runner, for the types that use it.
         self._children = (
             ChildPool(
@@ -155,19 +144,11 @@ class Worker:
             if self._in_process
             else None
         )
-        for t in types:
-            spec = registry.spec(t)
-            assert spec is not None  # checked above
-            if spec.batch is not None and options.batch_wait is not None:
-                spec = dataclasses.replace(spec, batch_wait=options.batch_wait)
-            # A job in a child process waits on a runner thread, whatever its handler's kind.
-            self._handlers[t] = (spec, spec.is_async and t not in self._in_process)
+        for t, (spec, _) in self._handlers.items():
             if spec.batch is not None:  # its batch series exist from the first scrape, at zero
                 self.metrics.batch_size.labels(self.metrics.type_label(t))
                 self.metrics.batch_wait.labels(self.metrics.type_label(t))
-        # A slot runs one job, or one batch handler's call of up to its batch: the worker holds
-        # up to --concurrency of the largest, and claims at least one such batch at a time.
-        self._per_slot = max(spec.batch or 1 for spec, _ in self._handlers.values())
+        self._per_slot = plan.per_slot
         plain, asynchronous = registry.kinds(types, options.isolation)
         self.runners = Runners(
             options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, per_slot=self._per_slot

@@ -148,6 +148,8 @@ def serve(
                 if periodic is not None:
                     periodic.stop()
         finally:
+            if worker is not None:
+                worker.runners.discard()  # closes an event loop that never started; else nothing
             stopper.worker = None
             queue.close(timeout=min(CLOSE_SECONDS, worker.remaining()) if worker is not None else CLOSE_SECONDS)
             tracing.shutdown(provider)

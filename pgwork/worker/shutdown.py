@@ -19,9 +19,9 @@ from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.claims import ClaimGate
 from pgwork.worker.finishes import retry_write
 from pgwork.worker.holdings import Holdings
+from pgwork.worker.job import StopReason
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.outcome import Outcome
-from pgwork.worker.registry import StopReason
 
 log = logging.getLogger("pgwork.worker")
 

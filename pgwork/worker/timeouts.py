@@ -26,10 +26,10 @@ from pgwork.durations import format_duration
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.finishes import Finisher
 from pgwork.worker.holdings import Holdings
+from pgwork.worker.job import StopReason
 from pgwork.worker.metrics import WorkerMetrics
 from pgwork.worker.options import DEFAULT_MAX_ABANDONED, EXIT_ABANDONED
 from pgwork.worker.outcome import abandoned
-from pgwork.worker.registry import StopReason
 from pgwork.worker.runners import Runners
 
 log = logging.getLogger("pgwork.worker")

@@ -22,8 +22,9 @@ import pgwork
 from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
 from pgwork.worker.attempt import AttemptState
+from pgwork.worker.job import Job
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.registry import REGISTRY, Job, Registry, is_async_callable
+from pgwork.worker.registry import REGISTRY, Registry, is_async_callable
 from pgwork.worker.runtime import Worker
 from tests.support.waiting import wait_for
 from tests.support.workers import Kind, run_burst

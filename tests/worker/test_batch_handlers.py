@@ -19,8 +19,9 @@ from pgwork import PermanentError
 from pgwork.backoff import Backoff
 from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
+from pgwork.worker.job import Job
 from pgwork.worker.options import OptionError, parse_options
-from pgwork.worker.registry import Job, Registry
+from pgwork.worker.registry import Registry
 from pgwork.worker.runtime import Worker
 from tests.support.waiting import wait_for
 from tests.support.workers import InProcess, Spawn

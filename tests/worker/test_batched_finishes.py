@@ -11,8 +11,8 @@ from pgwork.db import Queue
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.heartbeat import Heartbeat
 from pgwork.worker.holdings import Holdings
+from pgwork.worker.job import Job
 from pgwork.worker.metrics import WorkerMetrics
-from pgwork.worker.registry import Job
 from tests.support.rows import Rows
 from tests.support.workers import run_burst
 

@@ -10,8 +10,8 @@ import pytest
 from pgwork.failure import DeadReason
 from pgwork.models import Completion, FailOutcome, TypeStats
 from pgwork.worker.claims import claim_size, held_back
+from pgwork.worker.job import PermanentError, StopReason
 from pgwork.worker.outcome import Ended, Outcome, after_failure, after_success, decide
-from pgwork.worker.registry import PermanentError, StopReason
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BOOM = ValueError("boom")

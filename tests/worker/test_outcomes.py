@@ -11,8 +11,9 @@ import pgwork_test_app  # noqa: F401 - registers the handlers
 import pytest
 
 from pgwork.db import Queue
+from pgwork.worker.job import Job, PermanentError, StopReason
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.registry import REGISTRY, Job, PermanentError, Registry, StopReason
+from pgwork.worker.registry import REGISTRY, Registry
 from pgwork.worker.runtime import Worker, check_result
 from tests.support.rows import Rows
 from tests.support.workers import Kind, run_burst

@@ -18,8 +18,8 @@ from pgwork.backoff import Backoff
 from pgwork.db import Queue
 from pgwork.worker.children import ChildPool, ChildStartFailed, job_fields
 from pgwork.worker.command import load_app
+from pgwork.worker.job import Job
 from pgwork.worker.options import WorkerOptions
-from pgwork.worker.registry import Job
 from pgwork.worker.runtime import Worker
 from tests.support.waiting import wait_for
 from tests.support.workers import run_in_thread, stop_in_thread

@@ -15,7 +15,7 @@ import pytest
 import pgwork
 from pgwork.db import Queue
 from pgwork.errors import InvalidArgument
-from pgwork.worker.registry import Job, StopReason
+from pgwork.worker.job import Job, StopReason
 from tests.support.waiting import wait_for
 from tests.support.workers import ROOT, Spawn, free_port, worker_env
 

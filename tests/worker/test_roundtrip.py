@@ -18,8 +18,8 @@ from pgwork.models import ClaimedJob, Completion
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.claims import ClaimGate, ClaimRoom
 from pgwork.worker.finishes import Finisher
+from pgwork.worker.job import Job
 from pgwork.worker.outcome import Decision, Outcome
-from pgwork.worker.registry import Job
 from tests.support.rows import Rows
 from tests.support.waiting import wait_for
 from tests.support.workers import Spawn, run_burst

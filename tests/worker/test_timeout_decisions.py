@@ -15,9 +15,10 @@ from pgwork.durations import format_duration, parse_duration
 from pgwork.models import ClaimedJob, Lease
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.holdings import Holdings
+from pgwork.worker.job import Job, StopReason
 from pgwork.worker.options import OptionError, parse_options
 from pgwork.worker.outcome import Decision, Ended, Outcome, abandoned, decide, timeout_message
-from pgwork.worker.registry import Job, Registry, StopReason
+from pgwork.worker.registry import Registry
 from pgwork.worker.runners import Runners
 from pgwork.worker.timeouts import (
     Step,

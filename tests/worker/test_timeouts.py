@@ -12,7 +12,8 @@ import pytest
 
 from pgwork.backoff import Backoff
 from pgwork.db import Queue
-from pgwork.worker.registry import Job, Registry
+from pgwork.worker.job import Job
+from pgwork.worker.registry import Registry
 from pgwork.worker.runtime import Worker
 from pgwork.worker.timeouts import EXIT_ABANDONED
 from tests.support.waiting import wait_for

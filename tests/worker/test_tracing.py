@@ -174,7 +174,8 @@ def test_an_abandoned_attempts_span_ends_with_the_timeout_as_its_error(
     """The watchdog writes an abandoned attempt's outcome without its thread: the attempt's span
     must end there too, recording the timeout, not stay open for a thread that may never return."""
     from pgwork.backoff import Backoff
-    from pgwork.worker.registry import Job, Registry
+    from pgwork.worker.job import Job
+    from pgwork.worker.registry import Registry
     from tests.support.waiting import wait_for
 
     provider, exporter = traced

@@ -17,8 +17,8 @@ from pgwork.models import ClaimedJob
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.heartbeat import Heartbeat
 from pgwork.worker.holdings import Holdings
+from pgwork.worker.job import Job
 from pgwork.worker.metrics import WorkerMetrics
-from pgwork.worker.registry import Job
 
 OWNER = "pod-lease"
 

@@ -1,0 +1,52 @@
+"""What a worker runs, decided once before it starts: its job types, each type's handler
+registration as this worker runs it, which types run in child processes, and how many jobs one
+runner slot takes. Pure: a Registry and WorkerOptions in, a HandlerPlan out."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from pgwork.errors import InvalidArgument
+from pgwork.worker.options import WorkerOptions
+from pgwork.worker.registry import HandlerSpec, Registry
+
+
+@dataclass(frozen=True)
+class HandlerPlan:
+    job_types: list[str]
+    # Per job type: the registration as this worker runs it (--batch-wait over a batch handler's
+    # own) and whether it runs on the event loop.
+    handlers: dict[str, tuple[HandlerSpec, bool]]
+    in_process: frozenset[str]
+    # A slot runs one job, or one batch handler's call of up to its batch: the worker holds up to
+    # --concurrency of the largest, and claims at least one such batch at a time.
+    per_slot: int
+
+
+def plan_handlers(registry: Registry, options: WorkerOptions) -> HandlerPlan:
+    """The types --job-types names (default: every registered one), refused when one has no
+    handler or there are none."""
+    types = list(options.job_types) if options.job_types is not None else registry.job_types()
+    missing = [t for t in types if registry.get(t) is None]
+    if missing:
+        raise InvalidArgument(
+            "--job-types",
+            f"no handler registered for {', '.join(missing)} in {options.app}",
+            f"register them with @pgwork.handler, or pick among {registry.job_types()}",
+        )
+    if not types:
+        raise InvalidArgument(
+            "--app", f"{options.app} registers no handlers", "decorate functions with @pgwork.handler('TYPE')"
+        )
+    in_process = frozenset(t for t in types if registry.in_process(t, options.isolation))
+    handlers: dict[str, tuple[HandlerSpec, bool]] = {}
+    for t in types:
+        spec = registry.spec(t)
+        assert spec is not None  # checked above
+        if spec.batch is not None and options.batch_wait is not None:
+            spec = dataclasses.replace(spec, batch_wait=options.batch_wait)
+        # A job in a child process waits on a runner thread, whatever its handler's kind.
+        handlers[t] = (spec, spec.is_async and t not in in_process)
+    per_slot = max(spec.batch or 1 for spec, _ in handlers.values())
+    return HandlerPlan(types, handlers, in_process, per_slot)
