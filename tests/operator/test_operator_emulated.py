@@ -278,7 +278,6 @@ def test_database_trouble_leaves_replicas_alone(
             (stories.condition(stories.jobqueue(client, namespace, "ocr"), "DatabaseReachable") or {}).get("status")
             == "True"
         ),
-        timeout=20,
         what="DatabaseReachable=True again",
     )
     eventually(lambda: stories.replicas(client, namespace, "ocr") == 1, what="replicas 1 after recovery")
