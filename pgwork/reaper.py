@@ -73,21 +73,28 @@ class Reaper:
         self._on_reclaimed = on_reclaimed
         self._on_error = on_error
         self._queue: Queue | None = None
+        # A round and close() never overlap: the tools stop a looping reaper from another thread
+        # (join with a timeout, then close), and closing the pool under a round still running on
+        # a loaded machine used its one connection from two threads ("another command is already
+        # in progress"). close() waits for the round; a loop closed under it stops.
+        self._lock = threading.RLock()
+        self._closed = False
         self.rounds = 0
         self.reclaimed = 0
         self.errors = 0
 
     def run_once(self, now: datetime | None = None) -> list[Reclaimed]:
         """One round: return every lapsed lease (up to `limit`) to pending."""
-        if self._queue is None:
-            self._queue = self._connect()
-        found = self._queue.reap(now=now, limit=self.config.limit)
-        self.rounds += 1
-        self.reclaimed += len(found)
-        if self._on_reclaimed is not None:
-            for r in found:
-                self._on_reclaimed(r)
-        return found
+        with self._lock:
+            if self._queue is None:
+                self._queue = self._connect()
+            found = self._queue.reap(now=now, limit=self.config.limit)
+            self.rounds += 1
+            self.reclaimed += len(found)
+            if self._on_reclaimed is not None:
+                for r in found:
+                    self._on_reclaimed(r)
+            return found
 
     def loop(self, stop: threading.Event | None = None) -> None:
         """Rounds every `every` seconds until `stop` is set or the next would start past `loop_for`."""
@@ -95,21 +102,27 @@ class Reaper:
         loop_for = self.config.loop_for
         deadline = None if loop_for is None else time.monotonic() + loop_for
         while not stop.is_set():
-            self._round()
+            if not self._round():
+                return
             if not another_round_fits(time.monotonic(), self.config.every, deadline):
                 return
             if stop.wait(self.config.every):
                 return
 
-    def _round(self) -> None:
-        try:
-            self.run_once()
-        except (psycopg.Error, PgworkError) as exc:
-            if self._on_error is None:
-                raise
-            self.errors += 1
-            self._drop_queue()
-            self._on_error(exc)
+    def _round(self) -> bool:
+        """One round of the loop; False once close() was called (no round reopens the queue)."""
+        with self._lock:
+            if self._closed:
+                return False
+            try:
+                self.run_once()
+            except (psycopg.Error, PgworkError) as exc:
+                if self._on_error is None:
+                    raise
+                self.errors += 1
+                self._drop_queue()
+                self._on_error(exc)
+            return True
 
     def _drop_queue(self) -> None:
         if self._queue is not None:
@@ -118,9 +131,12 @@ class Reaper:
             self._queue = None
 
     def close(self) -> None:
-        if self._queue is not None:
-            queue, self._queue = self._queue, None
-            queue.close()
+        """Close the queue, after the round in flight (if any) ends; a loop stops at its next round."""
+        with self._lock:
+            self._closed = True
+            if self._queue is not None:
+                queue, self._queue = self._queue, None
+                queue.close()
 
     def __enter__(self) -> Reaper:
         return self

@@ -14,6 +14,7 @@ from pgwork.db import Queue
 from pgwork.errors import InvalidArgument, Unreachable
 from pgwork.models import Reclaimed
 from pgwork.reaper import Reaper, ReaperConfig, another_round_fits
+from tests.support.waiting import CONDITION_TIMEOUT, stays, wait_for
 
 
 @pytest.mark.parametrize(
@@ -89,13 +90,10 @@ def test_loop_until_stopped_ends_on_the_event(queue: Queue) -> None:
     thread = threading.Thread(target=reaper.loop, args=(stop,))
     thread.start()
     try:
-        deadline = datetime.now(UTC) + timedelta(seconds=30)
-        while reaper.rounds < 3 and datetime.now(UTC) < deadline:
-            stop.wait(0.01)
-        assert reaper.rounds >= 3
+        wait_for(lambda: reaper.rounds >= 3, what="three rounds")
     finally:
         stop.set()
-        thread.join(timeout=10)
+        thread.join(timeout=CONDITION_TIMEOUT)  # the loop ends before the queue is closed under it
         reaper.close()
     assert not thread.is_alive()
 
@@ -116,13 +114,12 @@ def test_with_on_error_a_failed_round_is_counted_and_the_next_reconnects(queue: 
     thread = threading.Thread(target=reaper.loop, args=(stop,))
     thread.start()
     try:
-        deadline = datetime.now(UTC) + timedelta(seconds=30)
-        while reaper.rounds < 2 and datetime.now(UTC) < deadline:
-            stop.wait(0.01)
+        wait_for(lambda: reaper.rounds >= 2, what="a round after the failed one")
     finally:
         stop.set()
-        thread.join(timeout=10)
+        thread.join(timeout=CONDITION_TIMEOUT)  # the loop ends before the queue is closed under it
         reaper.close()
+    assert not thread.is_alive()
     assert reaper.errors == 1 and [str(e) for e in errors] == ["database down (simulated)"]
     assert reaper.rounds >= 2 and len(attempts) == 2  # reconnected once, then kept its queue
 
@@ -134,3 +131,30 @@ def test_without_on_error_a_failed_round_propagates() -> None:
     with pytest.raises(Unreachable), Reaper(connect, ReaperConfig(loop_for=0.0)) as reaper:
         reaper.loop()
     assert reaper.rounds == 0
+
+
+def test_close_waits_for_the_round_in_flight_and_stops_the_loop(queue: Queue) -> None:
+    """The tools stop a looping reaper from another thread and close it after a bounded join: a
+    round still running then (a loaded machine) must not have its connection closed under it."""
+    later = _lapsed(queue)
+    inside, release = threading.Event(), threading.Event()
+
+    def held(_: Reclaimed) -> None:
+        inside.set()
+        release.wait(CONDITION_TIMEOUT)
+
+    reaper = Reaper(lambda: Queue(queue.dsn, pool_size=1), ReaperConfig(loop_for=None), on_reclaimed=held)
+    found: list[list[Reclaimed]] = []
+    rounds = threading.Thread(target=lambda: found.append(reaper.run_once(now=later)))
+    rounds.start()
+    assert inside.wait(CONDITION_TIMEOUT), "the round reached its callback"
+    closer = threading.Thread(target=reaper.close)
+    closer.start()
+    stays(closer.is_alive, duration=0.3, what="close() waiting for the round")
+    release.set()
+    rounds.join(CONDITION_TIMEOUT)
+    closer.join(CONDITION_TIMEOUT)
+    assert not rounds.is_alive() and not closer.is_alive()
+    assert [len(f) for f in found] == [1]
+    reaper.loop()  # closed: no round runs, no queue is reopened
+    assert reaper.rounds == 1

@@ -47,7 +47,6 @@ def namespace(emulator: Emulator) -> Iterator[str]:
                     raise
         eventually(
             lambda: not client.request("GET", stories.jobqueues_path(name)).get("items"),
-            timeout=10,
             what=f"JobQueues in {name} deleted (kopf removes its finalizer)",
         )
     finally:

@@ -71,7 +71,7 @@ def test_pgwork_operator_command_runs_with_a_kubeconfig(tmp_path: Path, dsn: str
     try:
         stories.create_secret(client, "team-a", "queue-db", dsn)
         stories.create_jobqueue(client, "team-a", "ocr", stories.spec())
-        deployment = eventually(lambda: stories.deployment(client, "team-a", "ocr"), timeout=30, what="Deployment")
+        deployment = eventually(lambda: stories.deployment(client, "team-a", "ocr"), what="Deployment")
         assert deployment["metadata"]["ownerReferences"][0]["name"] == "ocr"
         requests = {c["agent"] for c in emulator.operator_calls()}
         assert any(a.startswith("pgwork-operator/") for a in requests)

@@ -93,7 +93,7 @@ def test_story_on_a_real_cluster(
     deployment = eventually(lambda: stories.deployment(client, namespace, "ocr"), timeout=60, what="Deployment")
     assert deployment["metadata"]["ownerReferences"][0]["uid"] == uid
     for kind, name in (("CronJob", "ocr-reaper"), ("CronJob", "ocr-prune"), ("Service", "ocr-metrics")):
-        obj = eventually(lambda k=kind, n=name: client.get(k, namespace, n), timeout=30, what=name)
+        obj = eventually(lambda k=kind, n=name: client.get(k, namespace, n), what=name)
         assert obj["metadata"]["ownerReferences"][0]["uid"] == uid
 
     queue.enqueue_many([NewJob("ocr", {"n": i}) for i in range(50)])

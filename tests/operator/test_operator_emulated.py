@@ -156,9 +156,10 @@ def test_scales_up_on_backlog_then_down_after_the_window(
     _ready_jobqueue(client, namespace, "ocr", dsn, scaling={"targetBacklogPerWorker": target, "maxReplicas": maximum})
     assert stories.replicas(client, namespace, "ocr") == 1
 
-    _enqueue(queue, 30, "ocr")
-    _enqueue(queue, 20, "extract")
-    _enqueue(queue, 40, "not-ours")  # another queue's job type: must not count
+    # One statement for the whole backlog: a scaling round landing between separate enqueues
+    # would count only the first type (7 of 14 with the cap) and still reach `expected` replicas.
+    backlog = [("ocr", 30), ("extract", 20), ("not-ours", 40)]  # not-ours: another queue's type, must not count
+    queue.enqueue_many([NewJob(job_type, {"n": i}) for job_type, count in backlog for i in range(count)])
     eventually(lambda: stories.replicas(client, namespace, "ocr") == expected, what=f"replicas {expected}")
     # The status patch lands just after the replicas patch of the same round.
     body = eventually(
@@ -277,7 +278,6 @@ def test_database_trouble_leaves_replicas_alone(
             (stories.condition(stories.jobqueue(client, namespace, "ocr"), "DatabaseReachable") or {}).get("status")
             == "True"
         ),
-        timeout=20,
         what="DatabaseReachable=True again",
     )
     eventually(lambda: stories.replicas(client, namespace, "ocr") == 1, what="replicas 1 after recovery")

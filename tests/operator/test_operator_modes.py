@@ -110,7 +110,7 @@ def test_two_replicas_with_peering_one_acts(emulator: Emulator, client: Kube, ds
     stories.create_jobqueue(client, ns, "ocr", stories.spec())
     # Which replica acts is settled through the peering object (the lower one pauses when it sees
     # the higher): usually within a second or two, but seen to take longer on a loaded machine.
-    eventually(lambda: stories.deployment(client, ns, "ocr"), timeout=45, what="the Deployment")
+    eventually(lambda: stories.deployment(client, ns, "ocr"), what="the Deployment")
     eventually(lambda: stories.replicas(client, ns, "ocr") == 1 and stories.jobqueue(client, ns, "ocr").get("status"))
     assert agents() == {"pgwork-operator/0.1.0 (replica-high)"}
 
@@ -123,7 +123,6 @@ def test_two_replicas_with_peering_one_acts(emulator: Emulator, client: Kube, ds
             stories.deployment(client, ns, "ocr")["spec"]["template"]["spec"]["containers"][0]["image"]
             == "registry.example/w:3"
         ),
-        timeout=30,
         what="the follower applying the change",
     )
     assert "pgwork-operator/0.1.0 (replica-low)" in agents()

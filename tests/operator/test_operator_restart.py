@@ -66,12 +66,10 @@ def test_jobqueues_created_before_the_operator_get_their_objects(
         stories.create_jobqueue(client, ns, "ocr", stories.spec(scaling={"pollIntervalSeconds": 0.1}))
     for _ in running(emulator, _options()):
         for ns in spaces:
-            eventually(
-                lambda ns=ns: _owned_objects(client, ns), timeout=20, what=f"{ns}: Deployment, CronJobs, Service"
-            )
+            eventually(lambda ns=ns: _owned_objects(client, ns), what=f"{ns}: Deployment, CronJobs, Service")
         if with_secret:
             for ns in spaces:
-                body = eventually(lambda ns=ns: _settled(client, ns), timeout=20, what=f"{ns}: Ready and Scaling True")
+                body = eventually(lambda ns=ns: _settled(client, ns), what=f"{ns}: Ready and Scaling True")
                 assert stories.condition(body, "DatabaseReachable")["status"] == "True"  # type: ignore[index]
 
 
@@ -80,8 +78,8 @@ def test_restarted_operator_resumes_and_keeps_status_quiet(emulator: Emulator, c
     stories.create_secret(client, ns, "queue-db", dsn)
     stories.create_jobqueue(client, ns, "ocr", stories.spec())
     for _ in running(emulator, _options()):
-        eventually(lambda ns=ns: _owned_objects(client, ns), timeout=20, what="the first run's objects")
-        eventually(lambda: _settled(client, ns), timeout=20, what="the first run settled")
+        eventually(lambda ns=ns: _owned_objects(client, ns), what="the first run's objects")
+        eventually(lambda: _settled(client, ns), what="the first run settled")
     # The owned objects are gone while no operator runs; the next one must bring them back.
     for path in (
         f"/apis/apps/v1/namespaces/{ns}/deployments/ocr-worker",
@@ -89,5 +87,5 @@ def test_restarted_operator_resumes_and_keeps_status_quiet(emulator: Emulator, c
     ):
         client.request("DELETE", path)
     for _ in running(emulator, _options()):
-        eventually(lambda ns=ns: _owned_objects(client, ns), timeout=20, what="the objects re-applied on resume")
-        eventually(lambda: _settled(client, ns), timeout=20, what="the second run settled")
+        eventually(lambda ns=ns: _owned_objects(client, ns), what="the objects re-applied on resume")
+        eventually(lambda: _settled(client, ns), what="the second run settled")

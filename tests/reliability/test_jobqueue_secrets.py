@@ -61,7 +61,6 @@ def _database_condition(client: Kube, namespace: str, name: str) -> dict[str, An
             and (stories.condition(b, "DatabaseReachable") or {}).get("status") == "False"
             and b
         ),
-        timeout=20,
         what="DatabaseReachable=False",
     )
     condition = stories.condition(body, "DatabaseReachable")
@@ -103,7 +102,6 @@ def test_jobqueue_secret_problems_are_reported_in_status(
         client.request("DELETE", stories.jobqueues_path(namespace, "ocr"))
         eventually(
             lambda: not client.request("GET", stories.jobqueues_path(namespace)).get("items"),
-            timeout=10,
             what="JobQueue deleted",
         )
 
@@ -201,7 +199,6 @@ def test_no_fragment_of_a_secret_reaches_status_events_log_or_metrics(
         client.request("DELETE", stories.jobqueues_path(namespace, "ocr"))
         eventually(
             lambda: not client.request("GET", stories.jobqueues_path(namespace)).get("items"),
-            timeout=10,
             what="JobQueue deleted",
         )
 
@@ -227,7 +224,6 @@ def test_a_secret_name_that_climbs_out_of_the_namespace_is_refused_without_a_req
                 and (stories.condition(b, "Ready") or {}).get("reason") == "InvalidSpec"
                 and b
             ),
-            timeout=20,
             what="Ready=False InvalidSpec",
         )
         ready = stories.condition(body, "Ready")
@@ -254,7 +250,6 @@ def test_a_secret_name_that_climbs_out_of_the_namespace_is_refused_without_a_req
         client.request("DELETE", stories.jobqueues_path(namespace, "ocr"))
         eventually(
             lambda: not client.request("GET", stories.jobqueues_path(namespace)).get("items"),
-            timeout=10,
             what="JobQueue deleted",
         )
 

@@ -8,10 +8,15 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# A bound, not a duration: a wait returns as soon as its condition holds, so a generous deadline
+# costs nothing when things work and keeps a 2-core CI machine at load 40+ from failing a
+# correct test (15 s was seen running out while the operator's timers queued behind the load).
+CONDITION_TIMEOUT = 60.0
+
 
 def wait_for(
     check: Callable[[], T | None],
-    timeout: float = 15.0,
+    timeout: float = CONDITION_TIMEOUT,
     *,
     interval: float = 0.05,
     what: str = "",

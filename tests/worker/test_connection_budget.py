@@ -34,11 +34,11 @@ def test_idle_and_busy_connections_match_the_budget(
     args = ["--concurrency", "2", "--lease", "3s"] + ([] if listening else ["--no-listen"])
     worker = spawn_worker(*args, worker_id="budget")
     # The heartbeat's session connection goes at its first round with nothing held (1 s here).
-    wait_for(lambda: held(dsn, "budget") == expected.idle, timeout=20, what=f"{expected.idle} idle connections")
+    wait_for(lambda: held(dsn, "budget") == expected.idle, what=f"{expected.idle} idle connections")
     queue.enqueue_many([NewJob("sleep", {"seconds": 4}) for _ in range(2)])
     wait_for(lambda: len(queue.running()) == 2, what="both jobs running")
     # The heartbeat's session opens again at its first round with jobs held.
     busy = wait_for(lambda: (n := held(dsn, "budget")) > expected.idle and n, what="the heartbeat's connection")
     assert busy <= expected.busy, busy
-    wait_for(lambda: not queue.running() and held(dsn, "budget") <= expected.idle + 1, timeout=20)
+    wait_for(lambda: not queue.running() and held(dsn, "budget") <= expected.idle + 1)
     assert worker.alive()
