@@ -168,7 +168,12 @@ def test_no_rule_uses_a_wildcard(values: Path) -> None:
 @pytest.mark.parametrize("values", ci_values(), ids=lambda p: p.name)
 def test_bindings_grant_the_roles_to_the_operator_service_account(values: Path) -> None:
     objects = helm_template("-f", str(values))
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    # The operator's Deployment (the chart may also render the console's, which holds no token).
+    deployment = next(
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["labels"].get("app.kubernetes.io/component") == "operator"
+    )
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     assert any(o["kind"] == "ServiceAccount" and o["metadata"]["name"] == account for o in objects)
     roles_by_name = {(o["kind"], o["metadata"]["name"]) for o in objects if o["kind"] in {"Role", "ClusterRole"}}
