@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -89,15 +90,25 @@ def resolve_pooling(
     return Pooling(TRANSACTION if value == TRANSACTION else None, direct or None)
 
 
+INVALID = "<invalid connection string>"
+
+
+def _params(dsn: str) -> dict[str, Any] | None:
+    """libpq's reading of a connection string, or None for one it (or dsn_problem) refuses."""
+    if dsn.strip() and dsn_problem(dsn) is not None:
+        return None
+    try:
+        return conninfo_to_dict(dsn)
+    except Exception:
+        return None
+
+
 def describe(dsn: str) -> str:
     """A safe one-line name for a database, for messages: user@host:port/dbname. Nothing of a
     value that is not a connection string, and no run of its password's characters."""
-    if dsn.strip() and dsn_problem(dsn) is not None:
-        return "<invalid connection string>"
-    try:
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "<invalid connection string>"
+    params = _params(dsn)
+    if params is None:
+        return INVALID
     user = params.get("user") or os.environ.get("PGUSER", "")
     return scrub(f"{user}@{database_of(dsn)}", dsn)
 
@@ -105,12 +116,9 @@ def describe(dsn: str) -> str:
 def database_of(dsn: str) -> str:
     """The database a connection string names, whoever connects: host:port/dbname (no user, no
     password), so two roles' strings for one database name it alike."""
-    if dsn.strip() and dsn_problem(dsn) is not None:
-        return "<invalid connection string>"
-    try:
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "<invalid connection string>"
+    params = _params(dsn)
+    if params is None:
+        return INVALID
     user = params.get("user") or os.environ.get("PGUSER", "")
     host = params.get("host") or os.environ.get("PGHOST", "") or "localhost"
     port = params.get("port") or os.environ.get("PGPORT", "") or "5432"
