@@ -5,6 +5,7 @@ from pgwork.db import Queue, migrate
 from pgwork.db.aqueue import AsyncQueue
 from pgwork.errors import InvalidArgument, JobFailed, PgworkError, WaitTimeout
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState, NewJob
+from pgwork.pipeline import Then
 from pgwork.progress import Progress
 from pgwork.version import __version__
 from pgwork.worker.app import App
@@ -28,6 +29,7 @@ __all__ = [
     "PgworkError",
     "Progress",
     "Queue",
+    "Then",
     "WaitTimeout",
     "__version__",
     "current_job",

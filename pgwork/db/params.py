@@ -46,6 +46,41 @@ def any_unique(rows: Sequence[JobRow]) -> bool:
     return any(r.unique for r in rows)
 
 
+def any_after(rows: Sequence[JobRow]) -> bool:
+    return any(r.after for r in rows)
+
+
+def after_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
+    """`enqueue_after`'s parameters: the enqueue's arrays and one (job, parent) entry per parent,
+    the job counted from 1, the parent as an id or a key."""
+    return {**unnest_params(rows, now), **_after_arrays(rows)}
+
+
+def _after_arrays(rows: Sequence[JobRow], first: int = 1) -> dict[str, Any]:
+    ords: list[int] = []
+    ids: list[int | None] = []
+    keys: list[str | None] = []
+    for ordinal, row in enumerate(rows, first):
+        for parent in row.after:
+            ords.append(ordinal)
+            ids.append(parent if isinstance(parent, int) else None)
+            keys.append(parent if isinstance(parent, str) else None)
+    return {"after_ords": ords, "after_ids": ids, "after_keys": keys}
+
+
+def followup_params(spawned: Sequence[tuple[int, Sequence[JobRow]]]) -> dict[str, Any]:
+    """`succeed_with_followups`' follow-up arrays: each finishing job's follow-ups, grouped by
+    it, with their parents counted across the whole call."""
+    parents: list[int] = []
+    rows: list[JobRow] = []
+    for job_id, followups in spawned:
+        parents.extend(job_id for _ in followups)
+        rows.extend(followups)
+    jobs = unnest_params(rows, None)
+    del jobs["now"]
+    return {"f_parents": parents, **{f"f_{name}": values for name, values in jobs.items()}, **_after_arrays(rows)}
+
+
 def cancel_ids(ids: Sequence[int]) -> list[int]:
     return sorted(set(check_ids(ids)))
 
