@@ -14,9 +14,17 @@ from psycopg import errors
 from pgwork.db.base import QueueBase
 from pgwork.db.connect import AnyConnection
 from pgwork.db.params import after_params
-from pgwork.db.rows import EnqueuedRow
 from pgwork.errors import InvalidArgument
 from pgwork.validation import JobRow, check_id, check_int
+
+
+@dataclass(frozen=True)
+class AfterRow:
+    """One job enqueue_after added: its place in the call, its id, and waiting or pending."""
+
+    ord: int
+    id: int
+    status: str
 
 
 @dataclass(frozen=True)
@@ -49,11 +57,11 @@ class WaitingCount:
 class Pipelines(QueueBase):
     def _enqueue_after(
         self, rows: Sequence[JobRow], now: datetime | None, conn: AnyConnection | None
-    ) -> list[EnqueuedRow]:
+    ) -> list[AfterRow]:
         """Jobs, some with parents, in one statement (all or none). A parent that does not exist,
         is dead or cancelled, or a key that names no job is InvalidArgument naming `after`."""
         try:
-            return self._many("enqueue_after", after_params(rows, now), EnqueuedRow, conn)
+            return self._many("enqueue_after", after_params(rows, now), AfterRow, conn)
         except errors.InvalidParameterValue as exc:
             raise after_error(exc) from None
 

@@ -149,7 +149,7 @@ BEGIN
         SELECT t.job_type, t.payload, t.priority, t.max_attempts,
                coalesce(t.available_at, now_ + make_interval(secs => t.delay)), t.key, t.trace_context, t.timeout,
                (CASE WHEN w.left_ > 0 THEN 'waiting' ELSE 'pending' END)::pgwork.job_status,
-               w.left_, t.o = ANY (e_sibling)
+               w.left_, coalesce(t.o = ANY (e_sibling), false)
           FROM unnest(job_types, payloads, priorities, max_attempts, available_ats, delays, keys, trace_contexts,
                       timeouts) WITH ORDINALITY
                    AS t(job_type, payload, priority, max_attempts, available_at, delay, key, trace_context, timeout, o)
