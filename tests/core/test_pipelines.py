@@ -4,6 +4,7 @@ cancelling its dependents and a retry reviving them, and the trust rules of the 
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -15,6 +16,7 @@ from pgwork.db.batches import StoredSuccess
 from pgwork.errors import InvalidArgument
 from pgwork.models import ClaimedJob, Completion, Lease, NewJob
 from pgwork.validation import validate
+from tests.support.cli import pgwork
 from tests.support.db import MakeRole
 from tests.support.rows import Rows
 
@@ -270,3 +272,18 @@ def test_trust_rules_of_the_pipeline_functions(dsn: str, make_role: MakeRole) ->
     for role in (reader, producer):
         with psycopg.connect(role) as conn, pytest.raises(Denied):
             conn.execute("SELECT pgwork.release_children(ARRAY[1]::bigint[], now())")
+
+
+def test_job_show_lists_parents_and_children(queue: Queue, make_role: MakeRole) -> None:
+    pages = queue.enqueue_many([NewJob("page", {"p": p}, max_attempts=1) for p in range(2)])
+    merge = queue.enqueue("merge", {}, after=pages)
+    [held, _] = _claim_all(queue, "page", 2)
+    queue.fail(held.lease, "unreadable")
+    reader = make_role("reader")
+    out = pgwork("job", "show", str(merge), dsn=reader)
+    assert out.returncode == 0, out.stderr
+    assert f"parents     {pages[0]} page dead, {pages[1]} page running" in out.stdout
+    assert "merge  cancelled" in out.stdout
+    shown = json.loads(pgwork("job", "show", str(pages[1]), "--json", dsn=reader).stdout)
+    assert [(c["id"], c["status"], c["blocked_by"]) for c in shown["children"]] == [(merge, "cancelled", pages[0])]
+    assert shown["parents"] == []
