@@ -8,7 +8,7 @@ from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState
 from pgwork.pipeline import Then
 from pgwork.progress import Progress
 from pgwork.version import __version__
-from pgwork.worker.app import App
+from pgwork.worker.app import App, periodic
 from pgwork.worker.job import Job, PermanentError, current_job
 from pgwork.worker.registry import handler
 
@@ -35,4 +35,5 @@ __all__ = [
     "current_job",
     "handler",
     "migrate",
+    "periodic",
 ]
