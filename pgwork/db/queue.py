@@ -150,8 +150,8 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
         head = list(itertools.islice(iterator, BULK_THRESHOLD + 1))
         if len(head) > BULK_THRESHOLD and any(getattr(j, "after", ()) for j in head):
             # Parents are wired by enqueue_after (up to 10000 jobs in its one statement), not COPY.
-            rows = list(validated(itertools.chain(head, iterator), self.max_payload_bytes))
-            return [r.id for r in self._enqueue_after(rows, now, conn)]
+            wired = list(validated(itertools.chain(head, iterator), self.max_payload_bytes))
+            return [r.id for r in self._enqueue_after(wired, now, conn)]
         if len(head) > BULK_THRESHOLD:
             rows = validated(itertools.chain(head, iterator), self.max_payload_bytes)
             with self._pool.connection(conn) as c:
