@@ -21,8 +21,9 @@ from pgwork.worker.registry import REGISTRY, Registry
 def split(job: Job) -> Then:
     doc, n = job.payload["doc"], int(job.payload["pages"])
     dead = job.payload.get("dead_pages", [])
+    seconds = job.payload.get("page_seconds", 0)
     pages = [
-        NewJob("doc-page", {"doc": doc, "page": i, "dead": i in dead}, key=f"{doc}:page:{i}", max_attempts=1)
+        NewJob("doc-page", {"doc": doc, "page": i, "dead": i in dead, "seconds": seconds}, key=f"{doc}:page:{i}")
         for i in range(n)
     ]
     merge = NewJob("doc-merge", {"doc": doc, "pages": n}, key=f"{doc}:merge", after=[p.key for p in pages if p.key])
@@ -32,6 +33,7 @@ def split(job: Job) -> Then:
 def page(job: Job) -> dict[str, Any]:
     if job.payload.get("dead"):
         raise PermanentError(f"page {job.payload['page']} is unreadable")
+    job.sleep(float(job.payload.get("seconds", 0)))  # a worker killed now leaves the page to the reaper
     return {"doc": job.payload["doc"], "page": job.payload["page"], "text": f"text {job.payload['page']}"}
 
 
