@@ -2,10 +2,11 @@
 finish), pages read by workers that are SIGKILLed and replaced, a database restarted (cleanly and as
 after a crash), a reaper returning lapsed leases, and a merge per document that waits for every page. Exactly
 one merge per document runs to success, after all its pages, with every page's result; no page is
-created twice. (The heavy form: more documents, more faults, `pgwork chaos`'s own harness.)"""
+created twice. (The heavy form: PGWORK_PIPELINE_CHAOS="docs=20,pages=200".)"""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -24,8 +25,12 @@ from pgwork.tools.chaos import server
 from tests.support.waiting import wait_for
 from tests.support.workers import WorkerProcess, start_worker
 
-DOCS = 6
-PAGES = 30
+# The heavy form: PGWORK_PIPELINE_CHAOS="docs=20,pages=200" (fan-out 200 per document).
+_SIZE = dict(
+    part.split("=", 1) for part in os.environ.get("PGWORK_PIPELINE_CHAOS", "docs=6,pages=30").split(",") if "=" in part
+)
+DOCS = int(_SIZE.get("docs", 6))
+PAGES = int(_SIZE.get("pages", 30))
 
 
 @pytest.fixture
