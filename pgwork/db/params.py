@@ -10,15 +10,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from pgwork.db.rows import CancelRow
-from pgwork.models import CancelReport, NewJob
-from pgwork.validation import JobRow, check_ids, validate
-
-
-def enqueue_params(jobs: Sequence[NewJob], max_payload_bytes: int, now: datetime | None) -> dict[str, Any] | None:
-    """The `enqueue_unique` statement's parameters (drop `uniques` for `enqueue`), or None for
-    no jobs. All are validated first (one bad job raises InvalidArgument and nothing is sent)."""
-    rows = [validate(job, max_payload_bytes) for job in jobs]
-    return unique_params(rows, now) if rows else None
+from pgwork.models import CancelReport
+from pgwork.validation import JobRow, check_ids
 
 
 def unnest_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:

@@ -4,6 +4,7 @@ cancelling its dependents and a retry reviving them, and the trust rules of the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ import psycopg
 import pytest
 
 from pgwork.db import Queue, new_token
+from pgwork.db.aqueue import AsyncQueue
 from pgwork.db.batches import StoredSuccess
 from pgwork.errors import InvalidArgument
 from pgwork.models import ClaimedJob, Completion, Lease, NewJob
@@ -287,3 +289,17 @@ def test_job_show_lists_parents_and_children(queue: Queue, make_role: MakeRole) 
     shown = json.loads(pgwork("job", "show", str(pages[1]), "--json", dsn=reader).stdout)
     assert [(c["id"], c["status"], c["blocked_by"]) for c in shown["children"]] == [(merge, "cancelled", pages[0])]
     assert shown["parents"] == []
+
+
+def test_async_queue_enqueues_after_parents_too(queue: Queue) -> None:
+    parent = Rows(queue, "page").pending()
+
+    async def run() -> tuple[int, str]:
+        async with await AsyncQueue.open(queue.dsn) as aq:
+            child = await aq.enqueue("merge", {}, after=[parent])
+            with pytest.raises(InvalidArgument, match="there is no job"):
+                await aq.enqueue("merge", {"n": 2}, after=[10**12])
+            return child, _status(queue, child)
+
+    child, status = asyncio.run(run())
+    assert status == "waiting" and [r.id for r in queue.job_family(child)] == [parent]
