@@ -303,3 +303,12 @@ def test_async_queue_enqueues_after_parents_too(queue: Queue) -> None:
 
     child, status = asyncio.run(run())
     assert status == "waiting" and [r.id for r in queue.job_family(child)] == [parent]
+
+
+def test_pgwork_stats_notes_waiting_jobs_apart_from_the_backlog(queue: Queue) -> None:
+    parent = Rows(queue, "page").pending()
+    queue.enqueue_many([NewJob("merge", {"n": n}, after=[parent]) for n in range(3)])
+    out = pgwork("stats", "--json", dsn=queue.dsn)
+    assert out.returncode == 0, out.stderr
+    assert {s["job_type"]: s["ready"] for s in json.loads(out.stdout)} == {"page": 1}
+    assert "waiting for their parents (not in the backlog until those succeed): merge 3" in out.stderr
