@@ -60,8 +60,8 @@ class Job:
     # is lost. None: a Job made by hand, e.g. in a handler's unit test, whose checkpoints stay
     # in memory (a test may pass its own to play a lost lease).
     saver: Callable[[Any], bool] | None = field(default=None, repr=False)
-    # Reads the job's parents' results (set by the worker; None: a Job made by hand, or one in a
-    # child process, whose parent_results raises).
+    # Reads the job's parents' results (set by the worker, or by a child process that asks the
+    # worker; None: a Job made by hand, whose parent_results raises).
     parent_reader: Callable[[], dict[int, Any]] | None = field(default=None, repr=False)
 
     @property
@@ -131,8 +131,8 @@ class Job:
         made when called."""
         if self.parent_reader is None:
             raise RuntimeError(
-                "parent_results() needs the worker's database connection: it is not available in a Job made "
-                "by hand or under isolation='process'; pass the parents' results in the payload there"
+                "parent_results() needs the worker's database connection: a Job made by hand has none; "
+                "set its parent_reader in a test"
             )
         return self.parent_reader()
 

@@ -112,3 +112,12 @@ def test_a_worker_killed_between_return_and_finish_creates_no_child(queue: Queue
         ("doc-page", "succeeded"): 4,
         ("doc-merge", "succeeded"): 1,
     }
+
+
+def test_the_pipeline_runs_under_process_isolation(queue: Queue, spawn_worker: Spawn) -> None:
+    # Then travels back from the child; parent_results() is read by the worker for the child.
+    queue.enqueue("doc-split", {"doc": "iso", "pages": 3})
+    worker = spawn_worker("--app", "pgwork_pipeline_app", "--isolation", "process", "--burst")
+    assert worker.wait(120) == 0, worker.log()[-3000:]
+    merged = queue.result("iso:merge")
+    assert merged is not None and merged.result == {"doc": "iso", "pages": [0, 1, 2], "parents": 3}
