@@ -5,9 +5,10 @@ from pgwork.db import Queue, migrate
 from pgwork.db.aqueue import AsyncQueue
 from pgwork.errors import InvalidArgument, JobFailed, PgworkError, WaitTimeout
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Lease, LeaseState, NewJob
+from pgwork.pipeline import Then
 from pgwork.progress import Progress
 from pgwork.version import __version__
-from pgwork.worker.app import App
+from pgwork.worker.app import App, periodic
 from pgwork.worker.job import Job, PermanentError, current_job
 from pgwork.worker.registry import handler
 
@@ -28,9 +29,11 @@ __all__ = [
     "PgworkError",
     "Progress",
     "Queue",
+    "Then",
     "WaitTimeout",
     "__version__",
     "current_job",
     "handler",
     "migrate",
+    "periodic",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +30,10 @@ class NewJob:
     # Skip this job, answering the existing one's id, when its key already has a unique job that
     # is pending, running or succeeded (docs/queue.md, Uniqueness). Enforced by a unique index.
     unique: bool = False
+    # Parents: ids, or idempotency keys (docs/queue.md, Pipelines). The job waits ('waiting')
+    # until every parent succeeded, then becomes pending; a parent that ends dead or cancelled
+    # cancels it. A key names an earlier job of the same call, a live unique job, or a stored result.
+    after: Sequence[int | str] = ()
 
 
 @dataclass(frozen=True)

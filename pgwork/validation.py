@@ -19,6 +19,7 @@ from pgwork.durations import MAX_SECONDS, parse_duration
 from pgwork.errors import InvalidArgument
 from pgwork.keys import canonical_json, key_of_canonical
 from pgwork.models import NewJob
+from pgwork.pipeline import check_after
 from pgwork.quoting import quoted
 
 SMALLINT_MAX = 32767
@@ -55,6 +56,7 @@ class JobRow(NamedTuple):
     trace_context: dict[str, str]
     timeout: float | None = None
     unique: bool = False
+    after: tuple[int | str, ...] = ()
 
 
 def text_problem(text: str) -> str | None:
@@ -396,6 +398,9 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
     timeout = check_timeout(job.timeout)
     if not isinstance(job.unique, bool):
         raise InvalidArgument("unique", f"must be true or false, got {quoted(job.unique)}", "e.g. unique=True")
+    after = check_after(job.after)
+    if after and job.unique:
+        raise InvalidArgument("unique", "cannot be combined with after", "give the job a key of its own and no unique")
     return JobRow(
         job_type,
         payload_json,
@@ -407,6 +412,7 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
         trace_context,
         timeout,
         job.unique,
+        after,
     )
 
 

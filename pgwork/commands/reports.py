@@ -47,19 +47,29 @@ def cmd_stats(args: argparse.Namespace) -> int:
         stats = q.stats(job_types, cap=None if args.exact else STATS_CAP)
         taken = q.recently_taken([s.job_type for s in stats if s.ready > 0], within=TAKEN_WITHIN)
         autovacuum = q.autovacuum_on()
+        parents = q.waiting(cap=None if args.exact else STATS_CAP)
     print_rows(stats_rows(stats, as_json=args.json), args.json)
-    for note in stats_notes(stats, taken, autovacuum=autovacuum):
+    for note in stats_notes(stats, taken, autovacuum=autovacuum, waiting=parents):
         print(f"pgwork stats: note: {note}", file=sys.stderr)
     return 0
 
 
-def stats_notes(stats: Sequence[TypeStats], taken: Mapping[str, object], *, autovacuum: bool) -> list[str]:
+def stats_notes(
+    stats: Sequence[TypeStats],
+    taken: Mapping[str, object],
+    *,
+    autovacuum: bool,
+    waiting: Mapping[str, int] | None = None,
+) -> list[str]:
     """What `pgwork stats` adds below its table (pure): types whose ready jobs no worker took
-    lately, and autovacuum being off for the jobs table."""
+    lately, autovacuum being off for the jobs table, and jobs waiting for parents (not backlog)."""
     notes = []
-    waiting = [s for s in stats if s.ready > 0 and taken.get(s.job_type) is None]
     if waiting:
-        names = ", ".join(f"{visible(s.job_type)} ({s.ready} ready)" for s in waiting)
+        shown = ", ".join(f"{visible(t)} {n}" for t, n in sorted(waiting.items()))
+        notes.append(f"waiting for their parents (not in the backlog until those succeed): {shown}")
+    untaken = [s for s in stats if s.ready > 0 and taken.get(s.job_type) is None]
+    if untaken:
+        names = ", ".join(f"{visible(s.job_type)} ({s.ready} ready)" for s in untaken)
         notes.append(
             f"no worker has taken a job of {names} in the last {format_duration(TAKEN_WITHIN)}: is a worker running "
             "with these types (pgwork worker APP --job-types ..., or a JobQueue's spec.jobTypes)?"

@@ -18,6 +18,7 @@ from typing import Any
 from pgwork.cli_parser import SubcommandParser
 from pgwork.commands.common import UsageError, open_queue
 from pgwork.db import JobContents, JobDetail
+from pgwork.db.pipelines import Relative
 from pgwork.durations import format_duration
 from pgwork.tables import cell, json_safe, visible
 from pgwork.validation import parse_id
@@ -113,6 +114,25 @@ def detail_json(d: JobDetail, contents: JobContents | None) -> dict[str, Any]:
     return out
 
 
+# Parents and children listed by `job show` (each); the JSON says when there are more.
+FAMILY_LIMIT = 20
+
+
+def family_lines(family: list[Relative]) -> list[tuple[str, str]]:
+    """A pipeline job's parents and children, one line each kind (pure; none for a plain job)."""
+    lines = []
+    for relation, label in (("parent", "parents"), ("child", "children")):
+        kin = [r for r in family if r.relation == relation]
+        if kin:
+            shown = ", ".join(
+                f"{r.id} {visible(r.job_type)} {r.status}" + (f" (blocked by {r.blocked_by})" if r.blocked_by else "")
+                for r in kin
+            )
+            more = f", ... (first {FAMILY_LIMIT} shown)" if len(kin) >= FAMILY_LIMIT else ""
+            lines.append((label, shown + more))
+    return lines
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     job_id = parse_id(args.id, "ID")
     with open_queue(args) as q:
@@ -120,10 +140,15 @@ def cmd_show(args: argparse.Namespace) -> int:
         if detail is None:
             raise UsageError(f"ID: no job {job_id} (it may have been pruned); list jobs with pgwork stats/running/dead")
         contents = q.job_contents(job_id) if detail.may_read_contents else None
+        family = q.job_family(job_id, limit=FAMILY_LIMIT)
     if args.json:
-        print(json.dumps(json_safe(detail_json(detail, contents)), default=str, indent=2, allow_nan=False))
+        out = detail_json(detail, contents)
+        for relation, label in (("parent", "parents"), ("child", "children")):
+            out[label] = [vars(r) for r in family if r.relation == relation]
+        print(json.dumps(json_safe(out), default=str, indent=2, allow_nan=False))
     else:
         lines = detail_lines(detail, contents)
+        lines[1:1] = family_lines(family)
         width = max(len(label) for label, _ in lines)
         print("\n".join(f"{label.ljust(width)}  {value}" for label, value in lines))
     return 0

@@ -21,20 +21,21 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Self, TypeVar
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, errors
 from psycopg_pool import AsyncConnectionPool
 
 from pgwork import decoding
 from pgwork.db import statements
 from pgwork.db.connect import PREPARE_THRESHOLD, aconnect, check_encoding_value, connection_kwargs
-from pgwork.db.params import cancel_ids, cancel_report, enqueue_params
+from pgwork.db.params import after_params, any_after, cancel_ids, cancel_report, unique_params
+from pgwork.db.pipelines import AfterRow, after_error
 from pgwork.db.rows import CancelRow, EnqueuedRow, IdRow, JobRow, ResultRow
 from pgwork.db.schema import check_version
 from pgwork.db.wait import await_job
 from pgwork.dsn import resolve_pooling, with_tcp_defaults
 from pgwork.errors import InvalidArgument
 from pgwork.models import CancelReport, NewJob
-from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_text
+from pgwork.validation import DEFAULT_MAX_PAYLOAD_BYTES, check_id, check_text, validate
 
 T = TypeVar("T")
 AnyAsyncConnection = AsyncConnection[Any]
@@ -153,15 +154,27 @@ class AsyncQueue:
         trace_context: dict[str, str] | None = None,
         timeout: float | str | timedelta | None = None,
         unique: bool = False,
+        after: Sequence[int | str] = (),
         conn: AnyAsyncConnection | None = None,
         now: datetime | None = None,
     ) -> int:
         """Add one job; returns its id. With `conn`, the job exists iff the caller commits.
         `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout. With
-        `unique`, as Queue.enqueue: a taken key adds nothing and answers the existing job's id."""
+        `unique`, as Queue.enqueue: a taken key adds nothing and answers the existing job's id.
+        With `after`, as Queue.enqueue: it waits until those jobs succeeded."""
         payload = {} if payload is None else payload
         job = NewJob(
-            job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout, unique
+            job_type,
+            payload,
+            key,
+            priority,
+            delay,
+            available_at,
+            max_attempts,
+            trace_context or {},
+            timeout,
+            unique,
+            after,
         )
         return (await self.enqueue_many([job], conn=conn, now=now))[0]
 
@@ -169,9 +182,15 @@ class AsyncQueue:
         self, jobs: Sequence[NewJob], *, conn: AnyAsyncConnection | None = None, now: datetime | None = None
     ) -> list[int]:
         """Add many jobs in one statement. All are validated first: one bad job writes none."""
-        params = enqueue_params(jobs, self.max_payload_bytes, now)
-        if params is None:
+        rows = [validate(job, self.max_payload_bytes) for job in jobs]
+        if not rows:
             return []
+        if any_after(rows):
+            try:
+                return [r.id for r in await self._many("enqueue_after", after_params(rows, now), AfterRow, conn)]
+            except errors.InvalidParameterValue as exc:
+                raise after_error(exc) from None
+        params = unique_params(rows, now)
         if any(params["uniques"]):
             return [r.id for r in await self._many("enqueue_unique", params, EnqueuedRow, conn)]
         del params["uniques"]

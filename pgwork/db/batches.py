@@ -9,14 +9,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg import errors
+
 from pgwork.db.base import QueueBase
 from pgwork.db.connect import AnyConnection
+from pgwork.db.params import followup_params
+from pgwork.db.pipelines import after_error
 from pgwork.db.roundtrip import claim_params, finish_then_claim, success_params
 from pgwork.db.rows import FailManyRow, SucceedManyRow
 from pgwork.errors import InvalidArgument
 from pgwork.failure import FailureDecision
 from pgwork.models import ClaimedJob, Completion, FailOutcome, Failure, Lease, failure_of
-from pgwork.validation import error_text
+from pgwork.validation import JobRow, error_text
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class StoredSuccess:
 
     lease: Lease
     result_json: str
+    # Jobs to create with this success (pgwork.Then), validated; only if its result is written.
+    followups: Sequence[JobRow] = ()
 
 
 class Batches(QueueBase):
@@ -67,7 +73,8 @@ class Batches(QueueBase):
             done: list[SucceedManyRow] = []
             failed: list[FailManyRow] = []
             if successes:
-                done = self._many("succeed_many", _succeed_params(successes, now), SucceedManyRow, c)
+                name, params = _succeed_statement(successes, now)
+                done = self._many(name, params, SucceedManyRow, c)
             if failures:
                 failed = self._many("fail_many", _fail_params(failures, now), FailManyRow, c)
         return _completions(successes, done), _failures(failures, failed)
@@ -88,10 +95,13 @@ class Batches(QueueBase):
         was claimed); a claim that failed after them is `Finished.claim_error`."""
         _check_once([s.lease for s in successes] + [f.lease for f in failures])
         claim = claim_params(owner, job_types, limit, lease, now)
-        succeed = _succeed_params(successes, now) if successes else None
+        name, succeed = _succeed_statement(successes, now) if successes else ("succeed_many", None)
         fail = _fail_params(failures, now) if failures else None
         with self._pool.connection() as c:
-            trip = finish_then_claim(c, succeed, fail, claim)
+            try:
+                trip = finish_then_claim(c, succeed, fail, claim, succeed_statement=name)
+            except errors.InvalidParameterValue as exc:
+                raise after_error(exc) from None
         return Finished(
             _completions(successes, trip.done), _failures(failures, trip.failed), trip.claimed, trip.claim_error
         )
@@ -113,6 +123,15 @@ def _succeed_params(successes: Sequence[StoredSuccess], now: datetime | None) ->
     return success_params(
         [s.lease.job_id for s in ordered], [s.lease.token for s in ordered], [s.result_json for s in ordered], now
     )
+
+
+def _succeed_statement(successes: Sequence[StoredSuccess], now: datetime | None) -> tuple[str, dict[str, Any]]:
+    """succeed_many, or succeed_with_followups when some success creates jobs (migration 22)."""
+    params = _succeed_params(successes, now)
+    spawned = [(s.lease.job_id, s.followups) for s in sorted(successes, key=lambda s: s.lease.job_id) if s.followups]
+    if not spawned:
+        return "succeed_many", params
+    return "succeed_followups", {**params, **followup_params(spawned)}
 
 
 def _completions(successes: Sequence[StoredSuccess], done: Sequence[SucceedManyRow]) -> dict[int, Completion]:

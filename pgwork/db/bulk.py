@@ -43,8 +43,8 @@ def copy_text(value: str) -> str:
 
 
 def copy_line(ordinal: int, row: JobRow) -> str:
-    if row.unique:
-        raise _unique_in_bulk(ordinal)
+    if row.unique or row.after:
+        raise _unique_in_bulk(ordinal, "after" if row.after else "unique")
     """One staging row in COPY's text format (pure). JSON text never holds a raw tab or newline,
     but it may hold backslashes, which COPY would read as escapes."""
     available = "\\N" if row.available_at is None else row.available_at.isoformat()
@@ -55,8 +55,8 @@ def copy_line(ordinal: int, row: JobRow) -> str:
 
 
 def load_line(row: JobRow, clock: Clock) -> str:
-    if row.unique:
-        raise _unique_in_bulk(None)
+    if row.unique or row.after:
+        raise _unique_in_bulk(None, "after" if row.after else "unique")
     """One pgwork.jobs row in COPY's text format (pure): available_at resolved against the
     transaction's clock, as the INSERT of `enqueue` resolves it."""
     available = row.available_at.isoformat() if row.available_at is not None else clock.after(row.delay)
@@ -83,13 +83,15 @@ class Clock:
         return text
 
 
-def _unique_in_bulk(ordinal: int | None) -> InvalidArgument:
-    # COPY cannot skip a row whose key is taken; the per-job path (migration 16) can.
+def _unique_in_bulk(ordinal: int | None, field: str = "unique") -> InvalidArgument:
+    # COPY cannot skip a row whose key is taken (the per-job path, migration 16, can), nor wire
+    # parents (enqueue_many sends jobs with `after` through enqueue_after, migration 22).
     where = "" if ordinal is None else f" (job {ordinal} of the batch, from 0)"
+    what = "unique jobs" if field == "unique" else "jobs with parents"
     return InvalidArgument(
-        "unique",
+        field,
         f"is not supported by the COPY path{where}",
-        f"enqueue unique jobs at most {BULK_THRESHOLD} per call with enqueue_many (not load_jobs)",
+        f"enqueue {what} at most {BULK_THRESHOLD} per call with enqueue_many (not load_jobs)",
     )
 
 

@@ -10,15 +10,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from pgwork.db.rows import CancelRow
-from pgwork.models import CancelReport, NewJob
-from pgwork.validation import JobRow, check_ids, validate
-
-
-def enqueue_params(jobs: Sequence[NewJob], max_payload_bytes: int, now: datetime | None) -> dict[str, Any] | None:
-    """The `enqueue_unique` statement's parameters (drop `uniques` for `enqueue`), or None for
-    no jobs. All are validated first (one bad job raises InvalidArgument and nothing is sent)."""
-    rows = [validate(job, max_payload_bytes) for job in jobs]
-    return unique_params(rows, now) if rows else None
+from pgwork.models import CancelReport
+from pgwork.validation import JobRow, check_ids
 
 
 def unnest_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
@@ -44,6 +37,41 @@ def unique_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any
 
 def any_unique(rows: Sequence[JobRow]) -> bool:
     return any(r.unique for r in rows)
+
+
+def any_after(rows: Sequence[JobRow]) -> bool:
+    return any(r.after for r in rows)
+
+
+def after_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
+    """`enqueue_after`'s parameters: the enqueue's arrays and one (job, parent) entry per parent,
+    the job counted from 1, the parent as an id or a key."""
+    return {**unnest_params(rows, now), **_after_arrays(rows)}
+
+
+def _after_arrays(rows: Sequence[JobRow], first: int = 1) -> dict[str, Any]:
+    ords: list[int] = []
+    ids: list[int | None] = []
+    keys: list[str | None] = []
+    for ordinal, row in enumerate(rows, first):
+        for parent in row.after:
+            ords.append(ordinal)
+            ids.append(parent if isinstance(parent, int) else None)
+            keys.append(parent if isinstance(parent, str) else None)
+    return {"after_ords": ords, "after_ids": ids, "after_keys": keys}
+
+
+def followup_params(spawned: Sequence[tuple[int, Sequence[JobRow]]]) -> dict[str, Any]:
+    """`succeed_with_followups`' follow-up arrays: each finishing job's follow-ups, grouped by
+    it, with their parents counted across the whole call."""
+    parents: list[int] = []
+    rows: list[JobRow] = []
+    for job_id, followups in spawned:
+        parents.extend(job_id for _ in followups)
+        rows.extend(followups)
+    jobs = unnest_params(rows, None)
+    del jobs["now"]
+    return {"f_parents": parents, **{f"f_{name}": values for name, values in jobs.items()}, **_after_arrays(rows)}
 
 
 def cancel_ids(ids: Sequence[int]) -> list[int]:

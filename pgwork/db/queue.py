@@ -22,7 +22,8 @@ from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.checkpoints import Checkpoints
 from pgwork.db.connect import AnyConnection
 from pgwork.db.limits import Limits
-from pgwork.db.params import any_unique, cancel_ids, cancel_report, identity, unique_params, unnest_params
+from pgwork.db.params import any_after, any_unique, cancel_ids, cancel_report, identity, unique_params, unnest_params
+from pgwork.db.pipelines import Pipelines
 from pgwork.db.renewals import Renewals
 from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
@@ -63,7 +64,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches, Limits, Checkpoints, Renewals, Schedules):
+class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write
@@ -86,16 +87,28 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules):
         trace_context: dict[str, str] | None = None,
         timeout: float | str | timedelta | None = None,
         unique: bool = False,
+        after: Sequence[int | str] = (),
         conn: AnyConnection | None = None,
         now: datetime | None = None,
     ) -> int:
         """Add one job; returns its id. With `conn`, the job exists iff the caller commits.
         `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout. With
         `unique`, a key that already has a pending, running or succeeded unique job adds nothing
-        and that job's id is returned (`enqueue_outcomes` also says which happened)."""
+        and that job's id is returned (`enqueue_outcomes` also says which happened). With `after`
+        (job ids or keys) it waits until those jobs succeeded (docs/queue.md, Pipelines)."""
         payload = {} if payload is None else payload
         job = NewJob(
-            job_type, payload, key, priority, delay, available_at, max_attempts, trace_context or {}, timeout, unique
+            job_type,
+            payload,
+            key,
+            priority,
+            delay,
+            available_at,
+            max_attempts,
+            trace_context or {},
+            timeout,
+            unique,
+            after,
         )
         return self.enqueue_many([job], conn=conn, now=now)[0]
 
@@ -111,6 +124,8 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules):
             )
         if not rows:
             return []
+        if any_after(rows):
+            return [Enqueued(r.id, True, r.status) for r in self._enqueue_after(rows, now, conn)]
         if not any_unique(rows):
             # The plain statement: only the producer's column INSERT, as enqueue_many.
             plain = self._many("enqueue", unnest_params(rows, now), IdRow, conn)
@@ -133,6 +148,10 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules):
         exist iff the caller commits."""
         iterator = iter(jobs)
         head = list(itertools.islice(iterator, BULK_THRESHOLD + 1))
+        if len(head) > BULK_THRESHOLD and any(getattr(j, "after", ()) for j in head):
+            # Parents are wired by enqueue_after (up to 10000 jobs in its one statement), not COPY.
+            wired = list(validated(itertools.chain(head, iterator), self.max_payload_bytes))
+            return [r.id for r in self._enqueue_after(wired, now, conn)]
         if len(head) > BULK_THRESHOLD:
             rows = validated(itertools.chain(head, iterator), self.max_payload_bytes)
             with self._pool.connection(conn) as c:
@@ -142,7 +161,9 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules):
         # A lone job's error needs no place in a batch (enqueue's errors read as before).
         limit = self.max_payload_bytes
         small = list(validated(head, limit)) if len(head) > 1 else [validate(head[0], limit)]
-        if any_unique(small):
+        if any_after(small):
+            ids = [r.id for r in self._enqueue_after(small, now, conn)]
+        elif any_unique(small):
             ids = [r.id for r in self._many("enqueue_unique", unique_params(small, now), EnqueuedRow, conn)]
         else:
             ids = [r.id for r in self._many("enqueue", unnest_params(small, now), IdRow, conn)]

@@ -86,8 +86,11 @@ def finish_then_claim(
     succeed: dict[str, Any] | None,
     fail: dict[str, Any] | None,
     claim: dict[str, Any],
+    *,
+    succeed_statement: str = "succeed_many",
 ) -> RoundTrip:
-    """Run succeed_many (`succeed` params) and fail_many (`fail` params) in one transaction,
+    """Run succeed_many (`succeed` params; `succeed_statement` succeed_followups when some success
+    creates jobs) and fail_many (`fail` params) in one transaction,
     then the claim in another, in one flush. Raises what the finishes raised (nothing claimed)."""
     done_cur = conn.cursor(row_factory=class_row(SucceedManyRow))
     failed_cur = conn.cursor(row_factory=class_row(FailManyRow))
@@ -99,7 +102,7 @@ def finish_then_claim(
         with conn.pipeline():
             conn.execute("BEGIN")
             if succeed is not None:
-                done_cur.execute(statements.statement("succeed_many", "many"), succeed)
+                done_cur.execute(statements.statement(succeed_statement, "many"), succeed)
             if fail is not None:
                 failed_cur.execute(statements.statement("fail_many", "many"), fail)
             commit.execute("COMMIT")

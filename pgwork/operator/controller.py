@@ -231,7 +231,10 @@ def autoscale(
     horizon = read_horizon(clients.queues, dsn, queue, now)
     at = schedules.fire_time(now, clients.fixed_clock)
     firing = schedules.fire_all(queue, namespace, name, spec.schedules, now=at, explain=lambda e: explain(e, dsn))
-    change.events += [Event("Warning", "ScheduleFailed", text) for text in firing.problems]
+    reported = memo.get("schedule_problems")
+    fresh = schedules.new_problems(reported if isinstance(reported, tuple) else (), firing.problems)
+    change.events += [Event("Warning", "ScheduleFailed", text) for text in fresh]
+    memo["schedule_problems"] = tuple(firing.problems)
     memory = memo.get("scale_memory")
     decision = decide(
         spec.scaling,

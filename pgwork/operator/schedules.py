@@ -7,7 +7,7 @@ under `NAMESPACE/JOBQUEUE/NAME`, so JobQueues sharing a database keep their sche
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -114,6 +114,13 @@ def fire_all(
             entry["skippedTicks"] = row.skipped_ticks
         status.append({k: v for k, v in entry.items() if v is not None})
     return Firing(status, problems)
+
+
+def new_problems(previous: Sequence[str], current: Sequence[str]) -> list[str]:
+    """The firing problems to post as events (pure): those not reported by the last poll. A role
+    that lacks the producer profile fails the same way every poll; one event says so, not one a
+    poll (the next comes when the problem changes, or after it cleared and came back)."""
+    return [p for p in current if p not in previous]
 
 
 def _when(moment: datetime | None) -> str | None:

@@ -60,6 +60,27 @@ SELECT * FROM pgwork.enqueue_unique(%(job_types)s::text[], %(payloads)s::jsonb[]
                                     %(timeouts)s::float8[], %(uniques)s::boolean[], %(now)s::timestamptz)
  ORDER BY ord;
 
+-- name: enqueue_after :many
+-- Jobs that wait for parents (migration 22): one row per job in input order, with its status
+-- (waiting, or pending when every parent had already succeeded).
+SELECT * FROM pgwork.enqueue_after(%(job_types)s::text[], %(payloads)s::jsonb[], %(priorities)s::smallint[],
+                                   %(max_attempts)s::smallint[], %(available_ats)s::timestamptz[],
+                                   %(delays)s::float8[], %(keys)s::text[], %(trace_contexts)s::jsonb[],
+                                   %(timeouts)s::float8[], %(after_ords)s::integer[], %(after_ids)s::bigint[],
+                                   %(after_keys)s::text[], %(now)s::timestamptz)
+ ORDER BY ord;
+
+-- name: parent_results :many
+-- A child's parents with their results (migration 22; producers and workers).
+SELECT * FROM pgwork.parent_results(%(id)s::bigint);
+
+-- name: job_family :many
+-- A job's parents and children, the first %(limit)s of each, for any reader (migration 22).
+SELECT * FROM pgwork.job_family(%(id)s::bigint, %(limit)s::integer);
+
+-- name: waiting_counts :many
+SELECT * FROM pgwork.waiting_counts(%(cap)s::integer);
+
 -- The job's life goes through the functions of migration 0002 (SECURITY DEFINER, fenced by the
 -- lease token): one path whatever role calls, and the only way in for the roles `pgwork grant`
 -- sets up. Arguments are cast to the functions' exact types (psycopg sends Python ints as the
@@ -89,6 +110,15 @@ SELECT * FROM pgwork.succeed(%(id)s::bigint, %(token)s::uuid, %(result)s::jsonb,
 -- name: succeed_many :many
 SELECT * FROM pgwork.succeed_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::jsonb[],
                                   %(now)s::timestamptz);
+
+-- name: succeed_followups :many
+-- succeed_many, and the follow-up jobs of what it marked succeeded, in one transaction (migration 22).
+SELECT * FROM pgwork.succeed_with_followups(
+    %(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::jsonb[],
+    %(f_parents)s::bigint[], %(f_job_types)s::text[], %(f_payloads)s::jsonb[], %(f_priorities)s::smallint[],
+    %(f_max_attempts)s::smallint[], %(f_available_ats)s::timestamptz[], %(f_delays)s::float8[],
+    %(f_keys)s::text[], %(f_trace_contexts)s::jsonb[], %(f_timeouts)s::float8[],
+    %(after_ords)s::integer[], %(after_ids)s::bigint[], %(after_keys)s::text[], %(now)s::timestamptz);
 
 -- name: set_state_if_held :one
 -- A failed attempt's decided state (pgwork.failure.decide_failure), applied only while the token

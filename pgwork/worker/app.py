@@ -17,6 +17,7 @@ the module that builds the App and opens its own worker Queue.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -33,7 +34,7 @@ from pgwork.models import CancelReport
 from pgwork.schedule import DEFAULT_CATCH_UP_LIMIT, Schedule
 from pgwork.validation import check_timeout
 from pgwork.worker.options import DEFAULT_MAX_ABANDONED, is_app_name
-from pgwork.worker.registry import F, Registry, check_batch, check_isolation
+from pgwork.worker.registry import REGISTRY, F, Registry, check_batch, check_isolation, handler
 
 if TYPE_CHECKING:
     from pgwork.worker.serving import Stopper
@@ -133,24 +134,22 @@ class App:
         (the newest `catch_up_limit` ticks missed while no worker ran). `name` (default the job
         type) keys the ticks: keep it when the cron changes, so no tick runs twice."""
 
-        def decorate(func: F) -> F:
-            chosen = job_type or func.__name__
-            schedule = Schedule(
-                name=name or chosen.lower().replace(":", ".").replace("/", "."),
-                cron=cron,
-                job_type=chosen,
-                payload=payload or {},
-                time_zone=time_zone,
-                missed=missed,
-                catch_up_limit=catch_up_limit,
-                max_attempts=self.max_attempts_for(chosen),
-            )
-            if self.registry.spec(chosen) is None:
-                self.handler(chosen)(func)
-            self.registry.add_schedule(schedule)
-            return func
-
-        return decorate
+        schedule = functools.partial(
+            Schedule,
+            cron=cron,
+            payload=payload or {},
+            time_zone=time_zone,
+            missed=missed,
+            catch_up_limit=catch_up_limit,
+        )
+        return _periodic(
+            self.registry,
+            register=self.handler,
+            max_attempts=self.max_attempts_for,
+            schedule=schedule,
+            job_type=job_type,
+            name=name,
+        )
 
     # -- the database ---------------------------------------------------------------------
 
@@ -186,8 +185,7 @@ class App:
     # -- producing and asking -------------------------------------------------------------
 
     def max_attempts_for(self, job_type: str) -> int:
-        spec = self.registry.spec(job_type)
-        return spec.max_attempts if spec is not None and spec.max_attempts is not None else DEFAULT_MAX_ATTEMPTS
+        return max_attempts_in(self.registry, job_type)
 
     def enqueue(
         self,
@@ -290,3 +288,52 @@ class App:
         stopper = self._stopper
         if stopper is not None:
             stopper.request_stop()
+
+
+def periodic(
+    cron: str,
+    *,
+    job_type: str | None = None,
+    payload: dict[str, Any] | None = None,
+    name: str | None = None,
+    time_zone: str = "UTC",
+    missed: str = "skip",
+    catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT,
+) -> Callable[[F], F]:
+    """`App.periodic` for a module of `@pgwork.handler` functions (`pgwork worker --app MODULE`)."""
+    schedule = functools.partial(
+        Schedule, cron=cron, payload=payload or {}, time_zone=time_zone, missed=missed, catch_up_limit=catch_up_limit
+    )
+
+    attempts = functools.partial(max_attempts_in, REGISTRY)
+    return _periodic(REGISTRY, register=handler, max_attempts=attempts, schedule=schedule, job_type=job_type, name=name)
+
+
+def max_attempts_in(registry: Registry, job_type: str) -> int:
+    """The attempts `job_type`'s handler in `registry` gives its jobs by default."""
+    spec = registry.spec(job_type)
+    return spec.max_attempts if spec is not None and spec.max_attempts is not None else DEFAULT_MAX_ATTEMPTS
+
+
+def _periodic(
+    registry: Registry,
+    *,
+    register: Callable[[str], Callable[[F], F]],
+    max_attempts: Callable[[str], int],
+    schedule: Callable[..., Schedule],
+    job_type: str | None,
+    name: str | None,
+) -> Callable[[F], F]:
+    def decorate(func: F) -> F:
+        chosen = job_type or func.__name__
+        made = schedule(
+            name=name or chosen.lower().replace(":", ".").replace("/", "."),
+            job_type=chosen,
+            max_attempts=max_attempts(chosen),
+        )
+        if registry.spec(chosen) is None:
+            register(chosen)(func)
+        registry.add_schedule(made)
+        return func
+
+    return decorate

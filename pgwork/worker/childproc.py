@@ -86,6 +86,20 @@ def _saver(channel: _Channel, job_id: int) -> Any:
     return save
 
 
+def _parents(channel: _Channel, job_id: int) -> Any:
+    """job.parent_results() in a child: the worker reads them on its connection and answers."""
+
+    def read() -> dict[int, Any]:
+        with channel.saving:  # one question and answer at a time, as for a checkpoint
+            channel.send("parents", job_id)
+            _, value, error = channel.conn.recv()  # ("parents", results, error)
+        if error is not None:
+            raise error
+        return dict(value)
+
+    return read
+
+
 def rss_bytes() -> int:
     """The resident memory now (not the peak): what --max-memory-per-child compares."""
     try:
@@ -172,6 +186,7 @@ def _child_job(channel: _Channel, fields: dict[str, Any]) -> _ChildJob:
     job = _ChildJob(**fields)
     job._channel = channel
     job.saver = _saver(channel, job.id)
+    job.parent_reader = _parents(channel, job.id)
     return job
 
 

@@ -334,6 +334,8 @@ def _relay(child: Child, held: dict[int, Running], started: float) -> Ended | li
             held[message[1]].job.progress(message[2], message[3])
         elif kind == "checkpoint":
             _checkpoint(child, held[message[1]].job.checkpoint, message[2])
+        elif kind == "parents":
+            _parents(child, held[message[1]].job.parent_results)
         elif kind == "done":
             child.rss = message[2]
             if isinstance(message[1], list):  # a batch: one entry per job
@@ -343,6 +345,15 @@ def _relay(child: Child, held: dict[int, Running], started: float) -> Ended | li
             child.rss = message[6]
             exc = remote_error(*message[1:6])
             return Ended(error=exc) if len(held) == 1 else exc
+
+
+def _parents(child: Child, read: Callable[[], dict[int, Any]]) -> None:
+    try:
+        value = read()
+    except Exception as exc:  # the handler sees the error (as text: it may not pickle), as in a thread
+        child.send("parents", None, RuntimeError(f"parent results not read: {first_line(exc)}"))
+        return
+    child.send("parents", value, None)
 
 
 def _checkpoint(child: Child, save: Callable[[Any], bool], state: Any) -> None:

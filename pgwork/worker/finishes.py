@@ -283,7 +283,7 @@ def _decision(a: Attempt) -> Decision:
 
 def _split(writes: list[Attempt]) -> tuple[list[StoredSuccess], list[DecidedFailure]]:
     successes = [
-        StoredSuccess(a.lease, _decision(a).result_json or "null")
+        StoredSuccess(a.lease, _decision(a).result_json or "null", _decision(a).followups)
         for a in writes
         if _decision(a).outcome is Outcome.SUCCEEDED
     ]

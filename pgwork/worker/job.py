@@ -60,6 +60,9 @@ class Job:
     # is lost. None: a Job made by hand, e.g. in a handler's unit test, whose checkpoints stay
     # in memory (a test may pass its own to play a lost lease).
     saver: Callable[[Any], bool] | None = field(default=None, repr=False)
+    # Reads the job's parents' results (set by the worker, or by a child process that asks the
+    # worker; None: a Job made by hand, whose parent_results raises).
+    parent_reader: Callable[[], dict[int, Any]] | None = field(default=None, repr=False)
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -121,6 +124,17 @@ class Job:
         else:
             self.request_stop(StopReason.LEASE_LOST)
         return saved
+
+    def parent_results(self) -> dict[int, Any]:
+        """The results of the jobs this one waited for (`after`), by parent id in id order: what a
+        merge reads. A parent that did not succeed (a child run by hand) maps to None. One query,
+        made when called."""
+        if self.parent_reader is None:
+            raise RuntimeError(
+                "parent_results() needs the worker's database connection: a Job made by hand has none; "
+                "set its parent_reader in a test"
+            )
+        return self.parent_reader()
 
     def take_progress(self) -> Progress | None:
         """For the heartbeat: the progress reported since the last take, once."""

@@ -19,7 +19,8 @@ from pgwork.durations import format_duration
 from pgwork.errors import InvalidArgument
 from pgwork.failure import FailureDecision, decide_failure
 from pgwork.models import Completion, FailOutcome
-from pgwork.validation import result_json
+from pgwork.pipeline import Then, check_then
+from pgwork.validation import JobRow, result_json, validate
 from pgwork.worker.describe import describe_error, error_type, redact_message
 from pgwork.worker.job import PermanentError, StopReason
 
@@ -59,6 +60,8 @@ class Decision:
     error: str | None = None
     error_type: str | None = None
     message: str | None = None
+    # SUCCEEDED through pgwork.Then: the follow-up jobs, validated, written with the result.
+    followups: tuple[JobRow, ...] = ()
 
 
 def decide(
@@ -99,12 +102,32 @@ def decide(
         failure = decide_failure(attempt, max_attempts, retryable, backoff, now)
         outcome = Outcome.RETRY if failure.state == "pending" else Outcome.DEAD
         return Decision(outcome, None, failure, describe_error(exc), error_type(exc), redact_message(exc))
+    value = ended.value
+    followups: tuple[JobRow, ...] = ()
+    if isinstance(value, Then):
+        try:
+            followups = followups_of(value)
+        except InvalidArgument as exc:
+            problem = f"handler returned follow-up jobs that cannot be stored: {exc}"
+            return _dead(problem, "invalid_followups", attempt, max_attempts, now)
+        value = value.result
     try:
-        text = result_json(ended.value)
+        text = result_json(value)
     except InvalidArgument as exc:
         problem = f"handler returned a result that cannot be stored: {exc}"
         return _dead(problem, "invalid_result", attempt, max_attempts, now)
-    return Decision(Outcome.SUCCEEDED, result_json=text)
+    return Decision(Outcome.SUCCEEDED, result_json=text, followups=followups)
+
+
+def followups_of(value: Then) -> tuple[JobRow, ...]:
+    """A Then's jobs, validated as any enqueue's; a bad one names its place among them."""
+    rows = []
+    for i, job in enumerate(check_then(value)):
+        try:
+            rows.append(validate(job))
+        except InvalidArgument as exc:
+            raise InvalidArgument(exc.field, f"{exc.problem} (follow-up {i}, from 0)", exc.fix) from None
+    return tuple(rows)
 
 
 def timed_out(

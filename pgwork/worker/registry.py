@@ -144,7 +144,7 @@ class Registry:
     def registered_by(self, module: str, before: dict[str, HandlerFunc]) -> Registry:
         """The handlers `module` brought: those registered since `before` was taken (while it was
         imported, with whatever it imports), plus those defined in `module` or its submodules (it
-        may have been imported earlier). Nothing else: a worker must never take the job types of
+        may have been imported earlier), with their schedules. Nothing else: a worker must never take the job types of
         a module it was not asked to run (pgwork's own lab and chaos apps among them)."""
         chosen = Registry()
         for job_type, spec in self._specs.items():
@@ -152,6 +152,8 @@ class Registry:
             new = before.get(job_type) is not spec.func
             if new or defined_in == module or defined_in.startswith(module + "."):
                 chosen._specs[job_type] = spec
+        # And the schedules (@pgwork.periodic) of the job types it handles.
+        chosen.schedules = [s for s in self.schedules if s.job_type in chosen._specs]
         return chosen
 
     def copy(self) -> Registry:

@@ -15,6 +15,7 @@ import pytest
 
 from pgwork.operator.handlers import OperatorOptions
 from pgwork.operator.kube import Kube
+from pgwork.operator.schedules import new_problems
 from tests.support import stories
 from tests.support.crd import BASE, api_server_verdict, operator_verdict
 from tests.support.operator import Emulator, OperatorThread, eventually, running
@@ -202,3 +203,19 @@ def test_an_operator_stopped_across_three_ticks(
     status = stories.jobqueue(client, ns, "ocr")["status"]["schedules"][0]
     assert status["nextTick"] == "2026-03-02T09:05:00Z"
     assert status["skippedTicks"] == (3 if missed == "skip" else 0)
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "posted"),
+    [
+        ((), ["schedule a: permission denied"], ["schedule a: permission denied"]),
+        (("schedule a: permission denied",), ["schedule a: permission denied"], []),  # every poll: once
+        (("schedule a: permission denied",), ["schedule a: permission denied", "schedule b: x"], ["schedule b: x"]),
+        (("schedule a: permission denied",), [], []),
+        ((), [], []),
+    ],
+)
+def test_a_schedule_problem_is_posted_once_until_it_changes(
+    previous: tuple[str, ...], current: list[str], posted: list[str]
+) -> None:
+    assert new_problems(previous, current) == posted

@@ -86,16 +86,21 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
             "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname NOT IN ('pgwork', 'pg_catalog', 'information_schema', 'pg_toast')"
         ).fetchall()
+        # The clean-up schedule's jobs (a tick may fall inside the run) carry no role.
         jobs = conn.execute(
-            "SELECT payload->>'role', status::text, attempt_count, last_error FROM pgwork.jobs ORDER BY id"
+            "SELECT payload->>'role', status::text, attempt_count, last_error FROM pgwork.jobs"
+            " WHERE job_type <> 'demo.cleanup' ORDER BY id"
         ).fetchall()
-        results = conn.execute("SELECT count(*) FROM pgwork.job_results").fetchone()
+        results = conn.execute("SELECT count(*) FROM pgwork.job_results WHERE job_type <> 'demo.cleanup'").fetchone()
+        schedules = conn.execute("SELECT name, next_tick IS NOT NULL FROM pgwork.schedules").fetchall()
     assert sorted(set(after) - set(before)) == [("pgwork",)]
     assert outside == []
     by_role: dict[str, list[tuple[str, int, str | None]]] = {}
     for role, status, attempts, error in jobs:
         by_role.setdefault(role, []).append((status, attempts, error))
-    assert len(jobs) == 24 + 19  # the invoices, and an index job for each of the 19 clean ones
+    # The invoices, an index job for each of the 19 clean ones, and the pipeline: 2 bundles split
+    # into 6 and 3 pages, and a merge each.
+    assert len(jobs) == 24 + 19 + 2 + 9 + 2
     assert [(s, a) for s, a, _ in by_role["long"]] == [("succeeded", 2)]
     assert "[lease expired, reclaimed from demo-w" in (by_role["long"][0][2] or "")
     with psycopg.connect(empty_dsn) as conn:
@@ -113,8 +118,15 @@ def test_demo_against_database_url_touches_only_the_pgwork_schema(empty_dsn: str
     assert "attempt 2: timed out after 1s (the handler stopped when told" in out and "-> dead" in out
     assert {s for s, _, _ in by_role["clean"]} == {"succeeded"}
     assert {s for s, _, _ in by_role["index"]} == {"succeeded"}
-    assert results == (41,)
-    assert "Result rows: 41; succeeded jobs: 41" in out
+    assert [(s, a) for s, a, _ in by_role["split"]] == [("succeeded", 1)] * 2
+    assert sorted(s for s, _, _ in by_role["page"]) == ["dead"] + ["succeeded"] * 8
+    merges = by_role["merge"]
+    assert sorted((s, a) for s, a, _ in merges) == [("cancelled", 0), ("succeeded", 1)]
+    assert "which ended dead]" in next(e or "" for s, _, e in merges if s == "cancelled")
+    assert schedules == [("demo.cleanup", True)]
+    assert results == (52,)  # 41, the 2 splits, 8 pages and 1 merge
+    assert "Result rows: 52; succeeded jobs: 52" in out
+    assert "bundle-b  3      1           cancelled" in out
     assert "Indexed by a batch handler (demo.index_invoices, batch=8): 19 invoices in" in out
 
 
@@ -128,7 +140,7 @@ def test_demo_with_no_database_url_starts_its_own_postgres(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     assert "starting a throwaway embedded PostgreSQL" in proc.stdout
-    assert "Result rows: 9; succeeded jobs: 9" in proc.stdout
+    assert "Result rows: 20; succeeded jobs: 20" in proc.stdout  # 9, and the pipeline's 2 + 8 + 1
     assert "Every invariant held" in proc.stdout
 
 

@@ -33,7 +33,8 @@ from pgwork.errors import PgworkError
 from pgwork.models import NewJob, Reclaimed
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import render
-from pgwork.tools.demo import INDEX_BATCH, INDEX_JOB_TYPE, JOB_TYPE, invoices
+from pgwork.tools.demo import INDEX_BATCH, INDEX_JOB_TYPE, JOB_TYPE, PIPELINE_JOB_TYPES, invoices, pipeline
+from pgwork.tools.demo.outcome import LONG_SCAN_PAGES, check, first_line, progress, reclaim_note, timeout_lines
 from pgwork.tools.fleet import WorkerFleet
 
 LEASE = "3s"
@@ -47,7 +48,6 @@ HUNG_SCAN_SECONDS = 4.0
 HUNG_TIMEOUT = 1.0
 HUNG_ATTEMPTS = 2
 SECONDS = {"long": LONG_SCAN_SECONDS, "hung": HUNG_SCAN_SECONDS}
-LONG_SCAN_PAGES = 5
 RUN_LIMIT = 90.0
 FINISHED = ("succeeded", "dead", "cancelled")
 
@@ -119,8 +119,10 @@ class Demo:
         self.started = time.monotonic()
         self._print_lock = threading.Lock()
         self.log_dir = Path(tempfile.mkdtemp(prefix="pgwork-demo-logs-"))
-        options = ["--job-types", JOB_TYPE, "--concurrency", "2", "--lease", LEASE, "--heartbeat", HEARTBEAT]
+        types = ",".join((JOB_TYPE, *PIPELINE_JOB_TYPES))
+        options = ["--job-types", types, "--concurrency", "2", "--lease", LEASE, "--heartbeat", HEARTBEAT]
         self.fleet = WorkerFleet(dsn, "pgwork.tools.demo.app", self.log_dir, [*options, "--grace", "5s"])
+        self.bundles: list[pipeline.Bundle] = []
         self.reclaimed: list[str] = []
 
     def say(self, text: str) -> None:
@@ -137,13 +139,19 @@ class Demo:
             indexing = index_jobs(self.run_id, docs)
             index_ids = queue.enqueue_many(indexing)
             roles.update(dict.fromkeys(index_ids, "index"))
-            ids = [*ids, *index_ids]
+            clean = [d.job.payload["text"] for d in docs if d.role == "clean"]
+            self.bundles = pipeline.bundles(clean, invoices.garble(clean[0], random.Random(self.seed)))
+            split_ids = queue.enqueue_many(pipeline.split_jobs(self.run_id, self.bundles))
+            roles.update(dict.fromkeys(split_ids, "split"))
+            ids = [*ids, *index_ids, *split_ids]
             counts = {r: list(roles.values()).count(r) for r in ("clean", "flaky", "poison", "long", "hung")}
             self.say(
                 f"enqueued {len(ids)} invoices (run {self.run_id}): {counts['clean']} clean, "
                 f"{counts['flaky']} flaky (fail twice), {counts['poison']} poison, {counts['long']} long scan, "
                 f"{counts['hung']} hung scan (its own {HUNG_TIMEOUT:g}s timeout, {HUNG_ATTEMPTS} attempts); "
-                f"and {len(index_ids)} to index, up to {INDEX_BATCH} per call of a batch handler"
+                f"and {len(index_ids)} to index, up to {INDEX_BATCH} per call of a batch handler; "
+                f"{len(split_ids)} bundles to split into pages (one with a torn page), each merged once all its "
+                "pages are read; and a clean-up job every minute (@pgwork.periodic)"
             )
             # What the reaper CronJob does, every half second.
             reaper = Reaper(
@@ -195,7 +203,7 @@ class Demo:
             f"{r.previous_owner} -> {r.status} (attempt {r.attempt_count} stays counted)"
         )
 
-    def _watch(self, queue: Queue, ids: Sequence[int], roles: dict[int, str]) -> dict[int, dict[str, Any]]:
+    def _watch(self, queue: Queue, ids: list[int], roles: dict[int, str]) -> dict[int, dict[str, Any]]:
         long_id = next(i for i, r in roles.items() if r == "long")
         killed = False
         timeouts_seen: set[tuple[int, int]] = set()
@@ -203,6 +211,10 @@ class Demo:
         last_progress = 0.0
         deadline = time.monotonic() + RUN_LIMIT
         while True:
+            # The pipeline's pages and merges appear as the splits and pages finish.
+            found = {i: r for i, r in pipeline.discover(queue, self.run_id, self.bundles).items() if i not in roles}
+            roles.update(found)
+            ids.extend(found)
             rows = {i: dataclasses.asdict(row) for i in ids if (row := queue.job(i)) is not None}
             long_row = rows[long_id]
             now_progress = (long_row["progress"], long_row["progress_note"], long_row["lease_owner"])
@@ -230,7 +242,8 @@ class Demo:
             if time.monotonic() - last_progress >= 1.0:
                 last_progress = time.monotonic()
                 self.say(progress(rows.values()))
-            if all(r["status"] in FINISHED for r in rows.values()):
+            merges = sum(1 for r in roles.values() if r == "merge")
+            if merges == len(self.bundles) and all(r["status"] in FINISHED for r in rows.values()):
                 self.say("all jobs finished: " + progress(rows.values()))
                 return rows
             if time.monotonic() > deadline:
@@ -241,7 +254,7 @@ class Demo:
 
     def _report(self, queue: Queue, ids: Sequence[int], roles: dict[int, str], rows: dict[int, dict[str, Any]]) -> int:
         every = rows
-        rows = {i: r for i, r in rows.items() if roles[i] != "index"}
+        rows = {i: r for i, r in rows.items() if roles[i] in ("clean", "flaky", "poison", "long", "hung")}
         indexed = [
             found.result
             for i, r in every.items()
@@ -308,83 +321,28 @@ class Demo:
             f"\nIndexed by a batch handler ({INDEX_JOB_TYPE}, batch={INDEX_BATCH}): {len(indexed)} invoices in "
             f"{calls} calls, one result row each"
         )
-        n_results = sum(1 for r in results.values() if r is not None) + len(indexed)
+        n_pipeline, pipeline_problems = pipeline.report(queue, self.run_id, self.bundles, every)
+        splits = [i for i, r in roles.items() if r == "split" and queue.result(every[i]["idempotency_key"])]
+        schedules = [s for s in queue.schedules() if s.name == "demo.cleanup"]
+        print(
+            "\nSchedule demo.cleanup (* * * * *): "
+            + (f"next tick {schedules[0].next_tick}, fired by the workers" if schedules else "not seen")
+        )
+        n_results = sum(1 for r in results.values() if r is not None) + len(indexed) + n_pipeline + len(splits)
         n_succeeded = sum(1 for r in every.values() if r["status"] == "succeeded")
         print(
             f"\nResult rows: {n_results}; succeeded jobs: {n_succeeded}; "
             f"claims (sum of attempt_count): {sum(r['attempt_count'] for r in every.values())}"
         )
-        problems = check(every, roles, n_results)
+        problems = check(every, roles, n_results) + pipeline_problems
+        if not schedules or schedules[0].next_tick is None:
+            problems.append("the workers never fired the demo.cleanup schedule")
         if problems:
             print("\nSomething is off: " + "; ".join(problems), file=sys.stderr)
             print(f"worker logs: {self.log_dir}", file=sys.stderr)
             return 1
         print(f"Every invariant held. Worker logs: {self.log_dir}")
         return 0
-
-
-def progress(rows: Any) -> str:
-    statuses = [r["status"] for r in rows]
-    retrying = sum(1 for r in rows if r["status"] == "pending" and r["attempt_count"] > 0)
-    return (
-        f"succeeded {statuses.count('succeeded')}/{len(statuses)}  running {statuses.count('running')}  "
-        f"pending {statuses.count('pending')} (retrying {retrying})  dead {statuses.count('dead')}"
-    )
-
-
-def failed_attempt(status: str, attempt_count: int) -> int:
-    """The attempt whose error `last_error` holds (pure): a running job's is the one before the
-    attempt it is on now (the claim raised attempt_count, the error is still its predecessor's)."""
-    return attempt_count - 1 if status == "running" else attempt_count
-
-
-def timeout_lines(rows: dict[int, dict[str, Any]], seen: set[tuple[int, int]]) -> list[str]:
-    """One line per attempt that timed out, not shown before (adds to `seen`), each beside its own
-    attempt's number: "attempt 1: timed out ... -> running again (attempt 2)", then
-    "attempt 2: timed out ... -> dead" (pure but for `seen`)."""
-    lines = []
-    for i, r in rows.items():
-        if "timed out after" not in (r["last_error"] or ""):
-            continue
-        attempt = failed_attempt(r["status"], r["attempt_count"])
-        if (i, attempt) in seen:
-            continue
-        seen.add((i, attempt))
-        then = f"running again (attempt {r['attempt_count']})" if r["status"] == "running" else r["status"]
-        lines.append(f"job {i} ({r['payload']['document']}) attempt {attempt}: {first_line(r['last_error'])} -> {then}")
-    return lines
-
-
-def first_line(text: str | None) -> str:
-    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-
-
-def reclaim_note(text: str | None) -> str:
-    start = (text or "").find("[lease expired")
-    return (text or "")[start:].split("]")[0] + "]" if start >= 0 else ""
-
-
-def check(rows: dict[int, dict[str, Any]], roles: dict[int, str], n_results: int) -> list[str]:
-    """What the demo promises; an empty list when all of it held."""
-    problems = []
-    succeeded = [r for r in rows.values() if r["status"] == "succeeded"]
-    if n_results != len(succeeded):
-        problems.append(f"{n_results} result rows for {len(succeeded)} succeeded jobs")
-    for i, role in roles.items():
-        r = rows[i]
-        if role == "poison" and r["status"] != "dead":
-            problems.append(f"poison job {i} is {r['status']}, not dead")
-        if role == "flaky" and (r["status"] != "succeeded" or r["attempt_count"] != 3):
-            problems.append(f"flaky job {i} is {r['status']} after {r['attempt_count']} attempts, not succeeded at 3")
-        if role == "long" and (r["status"] != "succeeded" or r["attempt_count"] != 2):
-            problems.append(f"long job {i} is {r['status']} at attempt {r['attempt_count']}, not succeeded at 2")
-        if role == "hung" and (r["status"] != "dead" or "timed out after" not in (r["last_error"] or "")):
-            problems.append(f"hung job {i} is {r['status']} ({first_line(r['last_error'])}), not dead by its timeout")
-        if role == "long" and (r["checkpoint"] or {}).get("page") != LONG_SCAN_PAGES:
-            problems.append(f"long job {i} ended with checkpoint {r['checkpoint']}, not its last page")
-        if role in ("clean", "index") and r["status"] != "succeeded":
-            problems.append(f"{role} job {i} is {r['status']}")
-    return problems
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
