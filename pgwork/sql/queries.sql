@@ -108,7 +108,9 @@ SELECT * FROM pgwork.checkpoint(%(id)s::bigint, %(token)s::uuid, %(state)s::json
 SELECT * FROM pgwork.succeed(%(id)s::bigint, %(token)s::uuid, %(result)s::jsonb, %(now)s::timestamptz);
 
 -- name: succeed_many :many
-SELECT * FROM pgwork.succeed_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::jsonb[],
+-- The arrays go in binary: as text each element is quoted and escaped through a regular
+-- expression, about 4.5 us a job of a batch's write in Python (issue 29).
+SELECT * FROM pgwork.succeed_many(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::jsonb[],
                                   %(now)s::timestamptz);
 
 -- name: succeed_followups :many

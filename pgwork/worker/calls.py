@@ -100,8 +100,8 @@ class Calls:
             self._failed(attempt, exc)
 
     def run_batch(self, attempts: list[Attempt]) -> bool:
-        """A plain batch handler's jobs, on a runner thread: one call for them all. True: their
-        outcomes were written (and the next claim made) by this call itself."""
+        """A plain batch handler's jobs, on a runner thread: one call for them all. Always
+        False: the finisher's thread writes their outcomes."""
         begun = self._begin_batch(attempts)
         if not begun:
             return False
@@ -116,7 +116,10 @@ class Calls:
                         self._ended(todo, _batch_returned(_func(todo)(jobs), len(jobs)))
                     except BaseException as exc:  # nothing a handler does may crash the worker
                         self._ended(todo, exc)
-            return self._finisher.submit_many([a for a in begun if self._settled(a)])
+            # Written by the finisher's thread, at once: this runner goes on to the next call
+            # (claimed ahead, pgwork.worker.plan.claim_ahead) while the write, and the claim
+            # riding on it, run beside it.
+            self._finisher.submit_many([a for a in begun if self._settled(a)], may_write=False, linger=False)
         except BaseException as exc:
             for a in begun:
                 self._failed(a, exc)
@@ -139,7 +142,7 @@ class Calls:
                     self._ended(todo, _batch_returned(await _func(todo)(jobs), len(jobs)))
                 except BaseException as exc:  # CancelledError too: the stop reasons decide
                     self._ended(todo, exc)
-            self._finisher.submit_many([a for a in begun if self._settled(a)], may_write=False)
+            self._finisher.submit_many([a for a in begun if self._settled(a)], may_write=False, linger=False)
         except BaseException as exc:
             for a in begun:
                 self._failed(a, exc)

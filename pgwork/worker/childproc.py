@@ -118,7 +118,8 @@ MMAP_THRESHOLD = 32 << 20  # glibc's largest
 
 
 def keep_freed_memory() -> bool:
-    """Keep what a job frees for the next one instead of handing it back to the system.
+    """Keep what a job frees for the next one instead of handing it back to the system (in
+    every child, and in a `pgwork worker` whose handlers run on its threads).
 
     The handler runs on the child's main thread, whose malloc arena glibc trims back to the
     system whenever more than twice the largest recent allocation lies free at its top, and

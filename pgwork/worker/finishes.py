@@ -99,6 +99,7 @@ class Finisher(threading.Thread):
         self._cond = threading.Condition()
         self._stopping = False
         self._writing = False
+        self._hurry = False  # a pending outcome asked not to linger
         self._gate = gate
         self._inline = inline
         self.flushes = 0
@@ -118,16 +119,19 @@ class Finisher(threading.Thread):
         and its retries would block)."""
         return self.submit_many([item], may_write=may_write)
 
-    def submit_many(self, items: list[Attempt], *, may_write: bool = True) -> bool:
-        """`submit` for a batch handler's jobs: handed over together, so they share a write."""
+    def submit_many(self, items: list[Attempt], *, may_write: bool = True, linger: bool = True) -> bool:
+        """`submit` for a batch handler's jobs: handed over together, so they share a write.
+        `linger` False: a batch call's outcomes, already a batch, are written without waiting
+        for others (the write may carry the claim the next call waits for)."""
         with self._cond:
             inline = may_write and self._inline and not self._pending and not self._writing and not self._stopping
             if not inline or len(items) > MAX_BATCH:
                 before = len(self._pending)
                 self._pending.extend(items)
+                self._hurry = self._hurry or not linger
                 # Woken once per batch, not per outcome: the first one starts the linger (the
                 # runners going idle, pgwork.worker.runners, or a full batch ends it early).
-                if before == 0 or len(self._pending) >= MAX_BATCH:
+                if before == 0 or len(self._pending) >= MAX_BATCH or not linger:
                     self._cond.notify()
                 return False
             self._writing = True
@@ -155,12 +159,14 @@ class Finisher(threading.Thread):
                 until = time.monotonic() + self._linger
                 while (
                     not self._stopping
+                    and not self._hurry
                     and len(self._pending) < MAX_BATCH
                     and self._busy()
                     and (left := until - time.monotonic()) > 0
                 ):
                     self._cond.wait(left)
                 batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                self._hurry = False
                 self._writing = True
             self._flush(batch)
 

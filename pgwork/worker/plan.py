@@ -22,6 +22,8 @@ class HandlerPlan:
     # A slot runs one job, or one batch handler's call of up to its batch: the worker holds up to
     # --concurrency of the largest, and claims at least one such batch at a time.
     per_slot: int
+    # Jobs claimed beyond what the slots run at once (claim_ahead).
+    ahead: int = 0
 
 
 def plan_handlers(registry: Registry, options: WorkerOptions) -> HandlerPlan:
@@ -49,4 +51,13 @@ def plan_handlers(registry: Registry, options: WorkerOptions) -> HandlerPlan:
         # A job in a child process waits on a runner thread, whatever its handler's kind.
         handlers[t] = (spec, spec.is_async and t not in in_process)
     per_slot = max(spec.batch or 1 for spec, _ in handlers.values())
-    return HandlerPlan(types, handlers, in_process, per_slot)
+    return HandlerPlan(types, handlers, in_process, per_slot, claim_ahead(per_slot))
+
+
+def claim_ahead(per_slot: int) -> int:
+    """Jobs a worker claims beyond what its slots run at once: one batch when a slot takes a
+    batch, so the next call starts as the last one returns. Otherwise a batch handler's slot
+    waits, between calls, for the write of its outcomes and the claim of its next jobs (measured
+    at batch 64: 8 ms of database work beside 10 ms of model, 0.5x the bare loop). Nothing for
+    one-job slots: their claim already rides on the write (pgwork.worker.finishes)."""
+    return per_slot if per_slot > 1 else 0

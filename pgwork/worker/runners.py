@@ -53,15 +53,15 @@ class Runners:
         threads: bool = True,
         loop: bool = False,
         freed: threading.Event | None = None,
-        per_slot: int = 1,
+        queued: int | None = None,
     ) -> None:
         """`count` slots. `threads` False: no job has a plain handler, so no runner thread is
         started; `loop`: some job has an async handler, so the event loop runs. `freed` is set
-        when a job ends and the main loop may find room to claim into (fewer than `count` x
-        `per_slot` jobs queued: `per_slot` is the largest batch a slot takes). What runs is
-        given to `start`."""
+        when a job ends and the main loop may find room to claim into (fewer than `queued` jobs
+        queued here: the most the worker claims to hold, default `count`). What runs is given
+        to `start`."""
         self._count = count
-        self._queued_max = count * per_slot
+        self._queued_max = count if queued is None else queued
         self._run: Run = lambda attempt: None
         self._run_async: JobCoroutine | None = None
         self._run_batch: RunBatch = lambda attempts: None

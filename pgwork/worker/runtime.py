@@ -149,9 +149,11 @@ class Worker:
                 self.metrics.batch_size.labels(self.metrics.type_label(t))
                 self.metrics.batch_wait.labels(self.metrics.type_label(t))
         self._per_slot = plan.per_slot
+        # Jobs held at most, waiting or running: the slots' and one batch ahead (plan.claim_ahead).
+        self._holds = options.concurrency * plan.per_slot + plan.ahead
         plain, asynchronous = registry.kinds(types, options.isolation)
         self.runners = Runners(
-            options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, per_slot=self._per_slot
+            options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, queued=self._holds
         )
         # The main loop and the finisher (whose write can carry the next claim) take turns.
         self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, self._room, self._took))
@@ -160,7 +162,9 @@ class Worker:
             Bookkeeper(self.metrics, self.holdings, self._wake),
             self.runners.is_busy,
             self._deadline,
-            gate=self._gate if options.batch <= PIPELINE_MAX_BATCH else None,
+            # A batch handler's worker claims its next batch beside the write, not after it
+            # (pgwork.worker.plan.claim_ahead): the call after next waits for that claim.
+            gate=self._gate if options.batch <= PIPELINE_MAX_BATCH and not plan.ahead else None,
             # One runner: it writes its own outcome (and claims its next job) without a hand-off.
             inline=options.concurrency == 1,
         )
@@ -379,7 +383,7 @@ class Worker:
         if self._stop.is_set():
             return 0
         return claim_size(
-            self.options.concurrency * self._per_slot,
+            self._holds,
             max(self.options.batch, self._per_slot),
             waiting=self.holdings.count(AttemptState.WAITING),
             running=self.holdings.count(AttemptState.RUNNING),

@@ -102,6 +102,9 @@ def free_port() -> int:
 def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
     """An in-process worker in burst mode over pgwork_test_app: runs what is ready, then returns."""
     importlib.import_module("pgwork_test_app")  # registers its handlers in REGISTRY
+    # Only its types: an app another test loaded in this process registered in REGISTRY too, and
+    # a batch handler there would change how this worker claims (pgwork.worker.plan).
+    kw.setdefault("job_types", _test_app_types())
     options = WorkerOptions(
         app="pgwork_test_app", worker_id=kw.pop("worker_id", "inproc"), burst=True, metrics_port=0, **kw
     )
@@ -111,6 +114,15 @@ def run_burst(queue: Queue, timeout: float = 30, **kw: Any) -> Worker:
     thread.join(timeout)
     assert not thread.is_alive(), "burst worker did not exit"
     return worker
+
+
+def _test_app_types() -> tuple[str, ...]:
+    types: list[str] = []
+    for t in REGISTRY.job_types():
+        spec = REGISTRY.spec(t)
+        if spec is not None and getattr(spec.func, "__module__", None) == "pgwork_test_app":
+            types.append(t)
+    return tuple(types)
 
 
 class InProcess:

@@ -204,6 +204,39 @@ def test_a_claimed_job_waits_at_most_batch_wait_and_a_full_batch_goes_at_once(qu
     assert _sample(worker, "pgwork_batch_wait_seconds_sum", "full") < 5
 
 
+def _running(queue: Queue, ids: list[int]) -> int:
+    return sum(1 for i in ids if (row := queue.job(i)) is not None and row.status == "running")
+
+
+def test_a_batch_worker_claims_its_next_batch_while_a_call_runs_and_no_more(queue: Queue) -> None:
+    registry = Registry()
+    release = threading.Event()
+    calls: list[list[int]] = []
+
+    def held(jobs: list[Job]) -> list[Any]:
+        calls.append([j.payload["n"] for j in jobs])
+        release.wait(30)
+        return [None] * len(jobs)
+
+    registry.register("held", held, batch=3, batch_wait="60s")
+    ids = [queue.enqueue("held", {"n": n}) for n in range(9)]
+    running = InProcess(queue.dsn, registry, "batches")
+    try:
+        # One call runs 3 jobs; the next 3 are claimed ahead of it (heartbeated, not started).
+        wait_for(lambda: _running(queue, ids) == 6, 20, what="the next batch claimed ahead")
+        assert calls == [[0, 1, 2]]
+        assert _running(queue, ids) == 6  # still: one batch ahead, not the backlog
+        assert all(queue.job(i).status == "pending" for i in ids[6:])  # type: ignore[union-attr]
+        release.set()
+        wait_for(lambda: _done(queue, ids), 30, what="every job done")
+    finally:
+        release.set()
+        running.stop()
+    # Full batches went at once (no batch_wait), in the claim's order.
+    assert calls == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert all(queue.job(i).status == "succeeded" for i in ids)  # type: ignore[union-attr]
+
+
 def test_batch_options_are_checked_where_they_are_given() -> None:
     registry = Registry()
     with pytest.raises(InvalidArgument, match="batch"):

@@ -9,11 +9,14 @@ import psycopg
 
 from pgwork.db import Queue
 from pgwork.worker.attempt import Attempt, AttemptState
+from pgwork.worker.finishes import Finisher
 from pgwork.worker.heartbeat import Heartbeat
 from pgwork.worker.holdings import Holdings
 from pgwork.worker.job import Job
 from pgwork.worker.metrics import WorkerMetrics
+from pgwork.worker.outcome import Decision, Outcome
 from tests.support.rows import Rows
+from tests.support.waiting import wait_for
 from tests.support.workers import run_burst
 
 
@@ -64,3 +67,33 @@ def test_a_job_whose_write_is_pending_is_still_heartbeated(queue: Queue) -> None
         heartbeat._close()
     assert _lease_expiry(queue.dsn, claimed.id) > before  # type: ignore[operator]
     assert not job.should_stop
+
+
+def _finishing(queue: Queue, job_type: str) -> Attempt:
+    claimed = Rows(queue, job_type).running(lease=30)
+    job = Job(claimed.id, claimed.job_type, {}, claimed.attempt, claimed.max_attempts, claimed.idempotency_key)
+    attempt = Attempt(claimed, job, 30, decision=Decision(Outcome.SUCCEEDED, result_json='{"ok": true}'))
+    attempt.state = AttemptState.FINISHING
+    return attempt
+
+
+def test_a_batch_calls_outcomes_are_written_without_the_linger(queue: Queue) -> None:
+    """Runners stay busy throughout and the linger is an hour: single outcomes wait in it; a batch
+    call's (linger=False) are written at once, and take whatever else is pending along."""
+    written: list[list[int]] = []
+    finisher = Finisher(
+        queue, lambda answers: written.append([a.id for a, _ in answers]), lambda: True, lambda: None, linger=3600
+    )
+    finisher.start()
+    try:
+        single = _finishing(queue, "noop")
+        finisher.submit(single, may_write=False)
+        batch = [_finishing(queue, "embed") for _ in range(3)]
+        assert written == []  # the single outcome lingers (the runners are busy)
+        finisher.submit_many(batch, may_write=False, linger=False)
+        wait_for(lambda: written, 20, what="the batch written")
+    finally:
+        finisher.stop()
+        finisher.join(20)
+    assert written == [[single.id, *(a.id for a in batch)]]
+    assert all(queue.job(a.id).status == "succeeded" for a in [single, *batch])  # type: ignore[union-attr]

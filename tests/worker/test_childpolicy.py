@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pgwork.worker.childpolicy import death_message, killed_message, parse_size, recycle_reason
-from pgwork.worker.options import OptionError, parse_options
+from pgwork.worker.command import handlers_on_threads
+from pgwork.worker.options import OptionError, WorkerOptions, parse_options
+from pgwork.worker.registry import Registry
 
 
 @pytest.mark.parametrize(
@@ -88,3 +90,24 @@ def test_the_operators_rendered_isolation_flags_are_what_the_worker_reads(memory
     options = options_from_args(args)
     assert (options.isolation, options.max_jobs_per_child) == ("process", 500)
     assert options.max_memory_per_child == parse_size(memory) > 0
+
+
+@pytest.mark.parametrize(
+    ("isolation", "a", "b", "job_types", "on_threads"),
+    [
+        ("thread", None, None, None, True),  # the default: handlers on the worker's threads
+        ("process", None, None, None, False),  # every handler in a child: the worker runs none
+        ("process", None, "thread", None, True),  # one handler chose threads itself
+        ("thread", "process", "process", None, False),
+        ("thread", "process", None, ("a",), False),  # only the type that runs in children is taken
+        ("thread", "process", None, None, True),
+    ],
+)
+def test_the_worker_keeps_freed_memory_only_where_handlers_run_on_its_threads(
+    isolation: str, a: str | None, b: str | None, job_types: tuple[str, ...] | None, on_threads: bool
+) -> None:
+    registry = Registry()
+    registry.register("a", lambda job: None, isolation=a)
+    registry.register("b", lambda job: None, isolation=b)
+    options = WorkerOptions(app="m", worker_id="w", isolation=isolation, job_types=job_types)
+    assert handlers_on_threads(registry, options) is on_threads

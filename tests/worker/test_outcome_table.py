@@ -12,6 +12,7 @@ from pgwork.models import Completion, FailOutcome, TypeStats
 from pgwork.worker.claims import claim_size, held_back
 from pgwork.worker.job import PermanentError, StopReason
 from pgwork.worker.outcome import Ended, Outcome, after_failure, after_success, decide
+from pgwork.worker.plan import claim_ahead
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BOOM = ValueError("boom")
@@ -143,3 +144,25 @@ def _stats(ready: int, max_running: int | None = None, rate_count: int | None = 
 )
 def test_a_burst_worker_waits_only_for_jobs_a_limit_holds_back(stats: list[TypeStats], expected: bool) -> None:
     assert held_back(stats) is expected
+
+
+@pytest.mark.parametrize(("per_slot", "ahead"), [(1, 0), (2, 2), (64, 64)])
+def test_a_batch_slot_claims_one_batch_ahead(per_slot: int, ahead: int) -> None:
+    assert claim_ahead(per_slot) == ahead
+
+
+@pytest.mark.parametrize(
+    ("waiting", "running", "finishing", "claim"),
+    [
+        (0, 0, 0, 64),  # idle: the first batch
+        (64, 0, 0, 64),  # the first claimed, not started yet: the next one ahead
+        (0, 64, 0, 64),  # one call runs: the next batch ahead of it
+        (64, 64, 0, 0),  # one running, one ahead: nothing more
+        (0, 64, 64, 64),  # the last call's outcomes still being written do not stop the next claim
+        (64, 64, 64, 0),
+    ],
+)
+def test_claim_size_with_a_batch_ahead(waiting: int, running: int, finishing: int, claim: int) -> None:
+    # One slot of batch 64 (concurrency 1), holding the slot's batch and one ahead.
+    holds = 1 * 64 + claim_ahead(64)
+    assert claim_size(holds, 64, waiting=waiting, running=running, finishing=finishing) == claim

@@ -21,12 +21,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pgwork
+from pgwork.db import Queue
 from pgwork.models import NewJob
 from pgwork.tools.fleet import WorkerFleet
 from pgwork.tools.lab import models
-from pgwork.tools.lab.labdb import LabDatabase
+from pgwork.tools.lab.labdb import LabDatabase, RunSummary
 from pgwork.tools.lab.results import Measurement, Outcome
 
 NAME = "gpu"
@@ -44,14 +46,16 @@ class Plan:
     jobs_one: int
     jobs_batch: int
     concurrency: tuple[int, ...]
+    # Interleaved rounds of the bare loop and the batch handler at batch BATCH (gpu_rounds).
+    rounds: int = 5
     sim: str = models.DEFAULT_SIM
     torch: bool = True  # also the CUDA model, when it can run
 
 
 def plan(quick: bool) -> Plan:
     if quick:
-        return Plan((1, 8, BATCH), 1.0, 150, 1500, (1,), torch=False)
-    return Plan((1, 8, 32, BATCH, 128), 3.0, 1500, 20000, (1, 8))
+        return Plan((1, 8, BATCH), 1.0, 150, 1500, (1,), rounds=2, torch=False)
+    return Plan((1, 8, 32, BATCH, 128), 3.0, 1500, 20000, (1, 8), rounds=5)
 
 
 def batch_handlers() -> bool:
@@ -72,8 +76,18 @@ def bare_rates(model: models.Model, batches: tuple[int, ...], seconds: float) ->
     return rates
 
 
+class JobsDatabase(Protocol):
+    """Where a drain runs: the lab's database, or a baseline checkout's (workers.Baseline)."""
+
+    queue: Queue
+
+    def reset(self) -> None: ...
+    def analyze(self) -> None: ...
+    def summary(self) -> RunSummary: ...
+
+
 def drain(
-    lab: LabDatabase,
+    lab: JobsDatabase,
     fleet: WorkerFleet,
     job_type: str,
     payloads: list[dict[str, object]],
@@ -155,10 +169,20 @@ def _one_model(
     for b, rate in bare.items():
         out.append(Measurement(NAME, f"{series} bare loop", f"batch {b}", "rate", round(rate, 1), "seq/s"))
     say(f"{NAME} {series}: bare " + ", ".join(f"b{b} {r:.0f}/s" for b, r in bare.items()))
-    del model  # the workers load their own
     log_dir = Path(os.environ.get("PGWORK_LAB_LOGS") or tempfile.mkdtemp(prefix="pgwork-lab-gpu-"))
+    env = {"PGWORK_LAB_MODEL": spec, "PGWORK_LAB_BATCH": str(BATCH), "PGWORK_LOG_LEVEL": "WARNING"}
+    if batch_handlers():
+        from pgwork.tools.lab.gpu_rounds import side_by_side  # it imports this module
+
+        with WorkerFleet(lab.dsn, APP, log_dir) as fleet:
+            fleet.env.update(env)
+            out += side_by_side(
+                lab, fleet, model, jobs=p.jobs_batch, rounds=p.rounds, env=env, log_dir=log_dir, say=say,
+                violations=violations,
+            )  # fmt: skip
+    del model  # the workers load their own
     with WorkerFleet(lab.dsn, APP, log_dir) as fleet:
-        fleet.env.update({"PGWORK_LAB_MODEL": spec, "PGWORK_LAB_BATCH": str(BATCH), "PGWORK_LOG_LEVEL": "WARNING"})
+        fleet.env.update(env)
         runs: list[tuple[str, str, str, int, list[str], int]] = []
         for c in p.concurrency:
             runs.append(("one job per call", f"concurrency {c}", "lab-infer", p.jobs_one, ["--concurrency", str(c)], 1))

@@ -20,6 +20,10 @@ def render(rows: Sequence[Row]) -> list[str]:
         f"(batch {gpu.BATCH}, `batch_wait` 20ms, both isolations) once this pgwork has them. `torch` is a "
         "12-layer encoder of BERT-base shape (bf16, 256 tokens, random weights) on CUDA, skipped with its reason "
         "elsewhere; `sim` costs a + b*n seconds per batch of n (a sleep: a device call releases the GIL). "
+        f"The `side by side` rows: the bare loop at batch {gpu.BATCH} and the batch handler through one "
+        "`pgwork worker --concurrency 1` on the same number of sequences, interleaved round by round, median, "
+        "min and max of each rate and of the per-round ratio (with PGWORK_LAB_BASELINE=DIR, another checkout's "
+        "worker in the same rounds). "
         f"Target (issue 29): the batch handler >= {gpu.TARGET_GPU}x the bare loop at batch {gpu.BATCH}.",
         ("series", "x"),
     )

@@ -92,14 +92,22 @@ class Rates:
 class Baseline:
     """Another checkout's worker on a database of its own (its schema may be older than ours)."""
 
-    def __init__(self, lab: LabDatabase, source: str, logs: Path) -> None:
+    def __init__(
+        self,
+        lab: LabDatabase,
+        source: str,
+        logs: Path,
+        *,
+        app: str = APP,
+        options: tuple[str, ...] = ("--job-types", NOOP_JOB_TYPE, "--grace", "5s"),
+    ) -> None:
         self._name = f"{lab.name}_baseline"
         self.dsn = with_dbname(lab.admin_dsn, self._name)
         self._admin = lab.admin_dsn
         self._drop()
         with psycopg.connect(self._admin, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self._name)))
-        self.fleet = WorkerFleet(self.dsn, APP, logs, ("--job-types", NOOP_JOB_TYPE, "--grace", "5s"))
+        self.fleet = WorkerFleet(self.dsn, app, logs, options)
         # Its own code first on the path: PACKAGE_ROOT (ours) would win otherwise.
         self.fleet.env = worker_env(self.dsn)
         self.fleet.env["PYTHONPATH"] = os.pathsep.join([source, self.fleet.env["PYTHONPATH"]])

@@ -9,7 +9,9 @@ CREATE TABLE IF NOT EXISTS pgwork_lab.churn (id integer PRIMARY KEY, n bigint NO
 INSERT INTO pgwork_lab.churn VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
 
 -- name: reset
-TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY;
+-- CASCADE: pgwork.job_edges (migration 22) references jobs; a baseline checkout's older schema
+-- has no such table, and CASCADE empties whichever references there are.
+TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY CASCADE;
 
 -- name: analyze
 ANALYZE pgwork.jobs;
@@ -386,7 +388,7 @@ SELECT (SELECT count(*) FROM pgwork.jobs) + (SELECT count(*) FROM pgwork_lab.ref
 SELECT n FROM pgwork_lab.report_facts WHERE id = 1;
 
 -- name: mvcc_reset_pgwork
-TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY;
+TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY CASCADE;
 
 -- name: mvcc_vacuum
 VACUUM (ANALYZE) pgwork.jobs;
