@@ -361,7 +361,7 @@ UPDATE pgwork_lab.ref_jobs SET status = 'succeeded', completed_at = now(), lease
 SELECT 'pgwork' AS system,
        (SELECT count(*) FROM pgwork.jobs WHERE status = 'pending') AS backlog,
        (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
-         WHERE schemaname = 'pgwork' AND relname LIKE 'jobs%%') AS dead
+         WHERE schemaname = 'pgwork' AND (relname LIKE 'jobs%%' OR relname LIKE 'ready%%')) AS dead
 UNION ALL
 SELECT 'reference',
        (SELECT count(*) FROM pgwork_lab.ref_jobs WHERE status = 'pending'),
@@ -391,4 +391,4 @@ SELECT n FROM pgwork_lab.report_facts WHERE id = 1;
 TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY CASCADE;
 
 -- name: mvcc_vacuum
-VACUUM (ANALYZE) pgwork.jobs;
+VACUUM (ANALYZE) pgwork.jobs, pgwork.ready;
