@@ -12,7 +12,7 @@ from psycopg import sql
 
 from pgwork import sql_files
 from pgwork.db import migrate
-from tests.core.test_ready_ring import _ready_is_pending
+from tests.support.ring import ready_is_pending
 from tests.support.versions import at_version
 from tests.support.waiting import wait_for
 
@@ -138,4 +138,4 @@ def test_migrating_to_the_ring_under_live_writers_loses_and_doubles_no_job(empty
     }
     assert set(claimed) <= done and set(produced) <= done
     assert len(claimed) == 5000 + len(produced)
-    assert _ready_is_pending(empty_dsn) == 50
+    assert ready_is_pending(empty_dsn) == 50

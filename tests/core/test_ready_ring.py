@@ -15,30 +15,9 @@ import pytest
 from pgwork.db import Queue, claim_statement
 from pgwork.models import NewJob
 from pgwork.schedule import Schedule
+from tests.support.ring import ready_is_pending
 
 SEGMENT_SECONDS = 10
-
-
-def _ready_is_pending(dsn: str) -> int:
-    """Asserts ready = the pending jobs, one row each with the job's own order columns; returns
-    how many there are."""
-    with psycopg.connect(dsn) as conn:
-        missing = conn.execute(
-            """SELECT j.id FROM pgwork.jobs AS j
-                WHERE j.status = 'pending'
-                  AND NOT EXISTS (SELECT 1 FROM pgwork.ready AS r
-                                   WHERE r.job_id = j.id AND r.job_type = j.job_type
-                                     AND r.priority = j.priority AND r.available_at = j.available_at)"""
-        ).fetchall()
-        extra = conn.execute(
-            """SELECT r.job_id, j.status FROM pgwork.ready AS r LEFT JOIN pgwork.jobs AS j ON j.id = r.job_id
-                WHERE j.status IS DISTINCT FROM 'pending'"""
-        ).fetchall()
-        twice = conn.execute("SELECT job_id FROM pgwork.ready GROUP BY job_id HAVING count(*) > 1").fetchall()
-        row = conn.execute("SELECT count(*) FROM pgwork.ready").fetchone()
-    assert (missing, extra, twice) == ([], [], [])
-    assert row is not None
-    return int(row[0])
 
 
 def test_every_transition_keeps_ready_equal_to_the_pending_jobs(queue: Queue, dsn: str) -> None:
@@ -46,7 +25,7 @@ def test_every_transition_keeps_ready_equal_to_the_pending_jobs(queue: Queue, ds
     steps: list[tuple[str, int]] = []
 
     def check(step: str) -> None:
-        steps.append((step, _ready_is_pending(dsn)))
+        steps.append((step, ready_is_pending(dsn)))
 
     a = queue.enqueue("t", {"n": 1})
     queue.enqueue("t", {"n": 2}, available_at=t0 + timedelta(hours=1))
@@ -107,7 +86,7 @@ def test_a_stale_ready_row_is_dropped_by_the_claim_that_finds_it(queue: Queue, d
         conn.execute("UPDATE pgwork.jobs SET status = 'cancelled', completed_at = now() WHERE id = %s", [job_id])
         conn.execute("ALTER TABLE pgwork.jobs ENABLE TRIGGER jobs_ready_changed")
     assert [c.id for c in queue.claim("w", limit=2)] == [other]
-    _ready_is_pending(dsn)
+    ready_is_pending(dsn)
 
 
 def test_a_segment_a_reader_holds_is_skipped_not_waited_for(queue: Queue, dsn: str) -> None:
@@ -120,7 +99,7 @@ def test_a_segment_a_reader_holds_is_skipped_not_waited_for(queue: Queue, dsn: s
     rotated = queue.rotate_ready(now=t0 + timedelta(seconds=SEGMENT_SECONDS * 4))
     assert [(r.outcome, r.moved) for r in rotated] == [("truncated", 1)], rotated
     assert queue.rotate_ready(now=t0 + timedelta(seconds=SEGMENT_SECONDS * 4)) == []  # nothing left to do
-    _ready_is_pending(dsn)
+    ready_is_pending(dsn)
 
 
 # -- the claim's cost under a held horizon ----------------------------------------------------------
