@@ -565,6 +565,7 @@ CREATE OR REPLACE FUNCTION pgwork.claim(owner text, job_types text[], max_jobs i
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pgwork', 'pg_temp'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_seqscan TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -669,6 +670,7 @@ CREATE OR REPLACE FUNCTION pgwork.claim_limited(job_types text[], max_jobs integ
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pgwork', 'pg_temp'
+ SET enable_seqscan TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE

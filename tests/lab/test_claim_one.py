@@ -26,7 +26,7 @@ def _generic_plan(dsn: str, limit: int) -> dict[str, Any]:
         conn.execute(f"PREPARE claim_probe (text, timestamptz, float8, text[], int) AS {text}")
         with conn.transaction(force_rollback=True):
             row = conn.execute(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_probe('w', NULL, 30, '{{t}}', {int(limit)})"
+                f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim_probe('w', NULL, 30, '{{t}}', {int(limit)})"
             ).fetchone()
     assert row is not None
     return dict(row[0][0]["Plan"])
@@ -39,7 +39,14 @@ def test_prepared_claims_never_scan_the_whole_table(queue: Queue, limit: int) ->
         conn.execute("ANALYZE pgwork.jobs, pgwork.ready")
     plan = _generic_plan(queue.dsn, limit)
     scans = [(node["Node Type"], node.get("Index Name")) for node in plan_nodes(plan)]
-    assert not any(kind == "Seq Scan" for kind, _ in scans), scans
+    # A ready segment the statistics know to be empty may be planned as a sequential scan: it reads
+    # no page (and the jobs table is never scanned).
+    seq = [
+        (n.get("Relation Name"), int(n.get("Shared Hit Blocks", 0)) + int(n.get("Shared Read Blocks", 0)))
+        for n in plan_nodes(plan)
+        if n["Node Type"] == "Seq Scan"
+    ]
+    assert all(name != "jobs" and blocks == 0 for name, blocks in seq), seq
     assert any(
         kind == "Index Scan" and re.fullmatch(r"ready_\d_job_type_priority_available_at_job_id_idx", name or "")
         for kind, name in scans

@@ -101,7 +101,10 @@ CREATE OR REPLACE FUNCTION pgwork.claim(
                  lease_token uuid, lease_expires_at timestamptz, created_at timestamptz, last_error text,
                  timeout_seconds double precision, checkpoint jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pgwork, pg_temp SET plan_cache_mode = force_generic_plan AS $$
+SET search_path = pg_catalog, pgwork, pg_temp SET plan_cache_mode = force_generic_plan
+-- A segment's statistics are stale by design (it fills for 10 s, then is truncated): a generic plan
+-- made while one looked empty must still read it by index, never scan and sort it.
+SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     now_ timestamptz := CASE WHEN at IS NULL THEN now() ELSE pgwork.clock(at) END;
@@ -204,7 +207,8 @@ $$;
 -- and the limited types' rows locked FOR UPDATE SKIP LOCKED in ready. Returns the job ids.
 CREATE OR REPLACE FUNCTION pgwork.claim_limited(job_types text[], max_jobs integer, now_ timestamptz)
 RETURNS bigint[]
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp AS $$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pgwork, pg_temp
+SET enable_seqscan = off AS $$
 #variable_conflict use_column
 DECLARE
     wanted text[];
