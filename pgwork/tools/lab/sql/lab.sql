@@ -78,8 +78,10 @@ DROP INDEX pgwork.jobs_claim_full_idx;
 
 -- name: drop_claim_index
 -- Every index on the backlog, so the claim has none to use (the typed claim's own index, and the
--- backlog reading's, could each serve it).
-DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pending_due_idx, pgwork.jobs_retrying_idx;
+-- backlog reading's, could each serve it); since schema 23 the claim reads the ready ring, whose
+-- two claim indexes go too (its job_id index cannot serve the claim's order).
+DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pending_due_idx, pgwork.jobs_retrying_idx,
+           pgwork.ready_claim_idx, pgwork.ready_claim_type_idx;
 
 -- name: crash_rows
 -- The lab's view of each job during the crash timeline: the effective lease and heartbeat (the
