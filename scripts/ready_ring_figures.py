@@ -131,7 +131,7 @@ def enqueue_cost(admin: str, rounds: int) -> None:
                     c.execute(sql.SQL("ALTER TABLE pgwork.jobs {} TRIGGER jobs_ready_enqueued").format(sql.SQL(verb)))
                     found.setdefault(("single", on), []).append(_timed(c, SINGLES) / 2000)
                     found.setdefault(("bulk", on), []).append(_timed(c, BULK) / 10000)
-                    c.execute("TRUNCATE pgwork.jobs")
+                    c.execute("TRUNCATE pgwork.jobs CASCADE")
             c.execute("ALTER TABLE pgwork.jobs ENABLE TRIGGER jobs_ready_enqueued")
         for kind in ("single", "bulk"):
             cells = []

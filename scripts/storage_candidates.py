@@ -63,7 +63,7 @@ class Candidate:
         self.dsn = dsn
         self.q = Queue(dsn, pool_size=1, application_name="cand-a")
         self.conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=None)
-        self.conn.execute("TRUNCATE pgwork.jobs, pgwork.job_results")
+        self.conn.execute("TRUNCATE pgwork.jobs, pgwork.job_results, pgwork.job_edges")
         self.statement = claim_statement(self.conn)
         self.held: list[Any] = []
         self.truncated = 0

@@ -59,6 +59,27 @@ def test_every_transition_keeps_ready_equal_to_the_pending_jobs(queue: Queue, ds
     fired = queue.fire_schedule(Schedule("tick", "* * * * *", "cron"), now=t0 + timedelta(minutes=2))
     assert fired.enqueued
     check("schedule fire")
+    # Dependencies (migration 22): a child waits outside the ring until its parent succeeds; a dead
+    # parent cancels its waiting child, and retrying the parent makes the child wait again.
+    queue.enqueue("parent", {})
+    [parent] = queue.claim("w", job_types=["parent"])
+    child = queue.enqueue("child", {}, after=[parent.id])
+    check("enqueue waiting")
+    queue.succeed(parent.lease, {"ok": True})
+    assert queue.claim("w", job_types=["child"], limit=2)[0].id == child
+    check("dependency released and claimed")
+    queue.enqueue("parent", {})
+    [doomed] = queue.claim("w", job_types=["parent"])
+    orphan = queue.enqueue("child", {}, after=[doomed.id])
+    queue.fail(doomed.lease, "fatal", retryable=False)
+    check("parent dead, child cancelled")
+    queue.retry([doomed.id])
+    check("parent retried, child waiting again")
+    [again] = queue.claim("w", job_types=["parent"])
+    queue.succeed(again.lease, {"ok": True})
+    [released] = queue.claim("w", job_types=["child"])
+    assert released.id == orphan
+    check("released after the retry")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("UPDATE pgwork.jobs SET priority = 5 WHERE job_type = 'bulk' AND id % 7 = 0")
         check("priority changed")
@@ -73,7 +94,7 @@ def test_every_transition_keeps_ready_equal_to_the_pending_jobs(queue: Queue, ds
     assert dict(steps)["drained"] == 0 and dict(steps)["enqueue_many by COPY"] > 1500, steps
     with psycopg.connect(dsn, autocommit=True) as conn:
         queue.enqueue("t", {"n": "last"})
-        conn.execute("TRUNCATE pgwork.jobs")
+        conn.execute("TRUNCATE pgwork.jobs CASCADE")
     check("truncate")
 
 
