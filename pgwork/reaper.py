@@ -84,11 +84,13 @@ class Reaper:
         self.errors = 0
 
     def run_once(self, now: datetime | None = None) -> list[Reclaimed]:
-        """One round: return every lapsed lease (up to `limit`) to pending."""
+        """One round: return every lapsed lease (up to `limit`) to pending, then rotate the ready ring."""
         with self._lock:
             if self._queue is None:
                 self._queue = self._connect()
             found = self._queue.reap(now=now, limit=self.config.limit)
+            # The ready ring's drained segments, truncated (migration 23); workers do it too.
+            self._queue.rotate_ready(now=now)
             self.rounds += 1
             self.reclaimed += len(found)
             if self._on_reclaimed is not None:

@@ -81,13 +81,13 @@ def unqualified_view(ddl: str) -> str:
 
 def _tables(conn: psycopg.Connection[Any]) -> list[str]:
     out = []
-    for oid, name, _kind, options, rls in conn.execute(QUERIES["tables"]).fetchall():
+    for oid, name, _kind, options, rls, partitioned, partition_of in conn.execute(QUERIES["tables"]).fetchall():
         body = [_column(row) for row in conn.execute(QUERIES["columns"], {"table": oid}).fetchall()]
         body += [
             f"CONSTRAINT {psql_ident(c)} {d}"
             for c, d in conn.execute(QUERIES["constraints"], {"table": oid}).fetchall()
         ]
-        text = f"CREATE TABLE {name} (\n    " + ",\n    ".join(body) + "\n)"
+        text = f"CREATE TABLE {name} (\n    " + ",\n    ".join(body) + "\n)" + partitioned + partition_of
         if options:
             text += f" WITH ({options})"
         text += ";"

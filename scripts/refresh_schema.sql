@@ -14,7 +14,12 @@ ORDER BY t.oid::regtype::text;
 
 -- name: tables
 SELECT c.oid, c.oid::regclass::text AS name, c.relkind::text AS kind,
-       coalesce(array_to_string(c.reloptions, ', '), '') AS options, c.relrowsecurity AS rls
+       coalesce(array_to_string(c.reloptions, ', '), '') AS options, c.relrowsecurity AS rls,
+       coalesce(' PARTITION BY ' || pg_get_partkeydef(c.oid), '') AS partitioned,
+       CASE WHEN c.relispartition
+            THEN format(' PARTITION OF %s %s', (SELECT i.inhparent::regclass FROM pg_inherits i WHERE i.inhrelid = c.oid),
+                        pg_get_expr(c.relpartbound, c.oid))
+            ELSE '' END AS partition_of
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'pgwork' AND c.relkind IN ('r', 'p')

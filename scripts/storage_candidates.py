@@ -4,13 +4,16 @@ What a held snapshot costs the claim is the dead index entries it walks; that co
 on how loaded the machine is, while claim latency on a shared two-core machine does (a timed loop
 gave 4-16 ms p50 under load average 10-40). So each candidate churns jobs through the queue (enqueue
 1,000, claim them, finish them, repeated) while another session holds a REPEATABLE READ snapshot
-that read (a) the candidate's jobs table or (b) only another table, or (c) nobody holds one; every
+that read (a) the candidate's jobs table or (b) only another table, or (c) nobody holds one ((r):
+one that read pgwork.ready, the ring itself, once it exists); every
 `--every` jobs it VACUUMs the hot table (what remains is what the snapshot keeps) and EXPLAINs
 (ANALYZE, BUFFERS) one claim, rolled back: the buffers it touched and its
 time (median of 5). Candidates:
 
-  A  pgwork today: one table; pgwork.claim's statement (read back from the installed function);
-     churned through Queue.claim / succeed_many
+  A  pgwork as installed; pgwork.claim's statement (read back from the installed function);
+     churned through Queue.claim / succeed_many. Since migration 23 that is the ready ring, rotated
+     every `--rotate` jobs by pgwork.rotate_ready at the real time (run the script of an older
+     checkout for the one-table layout)
   B  a small hot table for pending/running; a finish DELETEs the row and INSERTs it into a
      history table partitioned by time
   C  the hot set in a ring of 8 list partitions ("segments"): enqueue writes the current one, the
@@ -43,6 +46,8 @@ from pgwork.db import Queue, claim_statement, migrate
 
 Q = sql_files.parse_queries(Path(__file__).with_name("storage_candidates.sql").read_text(encoding="utf-8"))
 RING = 8
+# Case (r), pgwork's ready ring only: a report that read the ring itself holds every segment.
+READ_READY = "SELECT count(*) FROM pgwork.ready"
 
 
 class Candidate:
@@ -51,14 +56,21 @@ class Candidate:
     name = "A pgwork today (one table)"
     read_jobs = "SELECT count(*) FROM pgwork.jobs"
     vacuum = "VACUUM pgwork.jobs"
+    truncated = 0
+    blocked = 0
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self.q = Queue(dsn, pool_size=1, application_name="cand-a")
         self.conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=None)
-        self.conn.execute("TRUNCATE pgwork.jobs, pgwork.job_results")
+        self.conn.execute("TRUNCATE pgwork.jobs, pgwork.job_results, pgwork.job_edges")
         self.statement = claim_statement(self.conn)
         self.held: list[Any] = []
+        self.truncated = 0
+        self.blocked = 0
+        if self.rotates:
+            self.name = "A pgwork as installed (ready ring, migration 23)"
+            self.vacuum = "VACUUM pgwork.jobs, pgwork.ready"
 
     def enqueue(self, n: int) -> None:
         self.conn.execute(Q["a_enqueue"], {"n": n})
@@ -75,11 +87,23 @@ class Candidate:
         return explain(self.conn, self.statement, params)
 
     def maintain(self) -> None:
-        return None
+        # Since migration 23 pgwork rotates its ready ring itself (workers, the reaper): as they
+        # would, at the real time, so the current segment holds whatever churned in its 10 s.
+        if self.rotates:
+            for r in self.q.rotate_ready():
+                if r.outcome == "truncated":
+                    self.truncated += 1
+                else:
+                    self.blocked += 1
+
+    @property
+    def rotates(self) -> bool:
+        return self.conn.execute("SELECT to_regproc('pgwork.rotate_ready') IS NOT NULL").fetchone() == (True,)
 
     def dead(self) -> int:
         row = self.conn.execute(
-            "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relid = 'pgwork.jobs'::regclass"
+            "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables"
+            " WHERE schemaname = 'pgwork' AND (relname = 'jobs' OR relname LIKE 'ready%')"
         ).fetchone()
         return int(row[0]) if row else 0
 
@@ -202,7 +226,7 @@ def measure(make: Callable[[str], Candidate], dsn: str, case: str, args: argpars
     if case != "c":
         holder = psycopg.connect(dsn, application_name="cand-report")
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.execute(cand.read_jobs if case == "a" else Q["other_read"])
+        holder.execute(cand.read_jobs if case == "a" else READ_READY if case == "r" else Q["other_read"])
     cells = []
     done = 0
     next_rotate = args.rotate
@@ -223,7 +247,7 @@ def measure(make: Callable[[str], Candidate], dsn: str, case: str, args: argpars
     if holder is not None:
         holder.rollback()
         holder.close()
-    extra = f"; truncated {cand.truncated}, blocked {cand.blocked}" if isinstance(cand, Segments) else ""
+    extra = f"; truncated {cand.truncated}, blocked {cand.blocked}" if cand.truncated or cand.blocked else ""
     print(f"| {cand.name} | ({case}) | " + " | ".join(cells) + f" | dead {dead}{extra} |", flush=True)
     cand.close()
 

@@ -33,6 +33,7 @@ from pgwork.db.rows import (
     FailRow,
     IdRow,
     PruneBatchRow,
+    Rotated,
     SucceedManyRow,
     SucceedRow,
 )
@@ -334,6 +335,14 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
         """Return running jobs whose lease lapsed to pending (dead once attempts are used up)."""
         check_int(limit, "limit", 1, 1_000_000, "reap in batches of at most 1000000")
         return self._many("reap", {"now": now, "limit": limit}, Reclaimed, conn)
+
+    def rotate_ready(
+        self, *, now: datetime | None = None, move_limit: int = 10_000, conn: AnyConnection | None = None
+    ) -> list[Rotated]:
+        """Truncate the ready ring's segments that hold no more than `move_limit` live rows, after
+        moving those to the current segment (migration 23). Empty when another caller is rotating."""
+        check_int(move_limit, "move_limit", 0, 1_000_000, "move at most 1000000 rows a rotation")
+        return self._many("rotate_ready", {"now": now, "move_limit": move_limit}, Rotated, conn)
 
     def retry(
         self,

@@ -250,6 +250,16 @@ class PruneBatchRow:
 
 
 @dataclass(frozen=True)
+class Rotated:
+    """What pgwork.rotate_ready did to one segment: truncated (after moving `moved` live rows),
+    busy (its lock not had in 20 ms), or full (more live rows than the call may move)."""
+
+    segment: int
+    outcome: str
+    moved: int
+
+
+@dataclass(frozen=True)
 class FailManyRow:
     id: int
     status: str

@@ -137,6 +137,10 @@ SELECT * FROM pgwork.acknowledge_cancel(%(id)s::bigint, %(token)s::uuid, %(note)
 -- name: reap :many
 SELECT * FROM pgwork.reap(%(limit)s::integer, %(now)s::timestamptz);
 
+-- name: rotate_ready :many
+-- Truncate the ready ring's drained segments (migration 23): workers and the reaper call it.
+SELECT * FROM pgwork.rotate_ready(%(now)s::timestamptz, %(move_limit)s::integer);
+
 -- name: retry :many
 SELECT * FROM pgwork.retry(%(ids)s::bigint[], %(max_attempts)s::smallint, %(now)s::timestamptz);
 

@@ -37,6 +37,8 @@ log = logging.getLogger("pgwork.worker.heartbeat")
 # PoolerNeeded: the Queue turned prepared statements off on meeting a pooler; the same write
 # succeeds when repeated (and the worker, told by Queue.pooler_symptom, stops).
 TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError, PoolerNeeded)
+# How often a busy worker rotates the ready ring: half its 10-second segment period.
+ROTATE_SECONDS = 5.0
 _RENEWED = (AttemptState.WAITING, AttemptState.RUNNING, AttemptState.FINISHING)
 
 
@@ -65,6 +67,7 @@ class Heartbeat(threading.Thread):
         self._conn: AnyConnection | None = None
         self._stop_event = threading.Event()
         self.rounds = 0
+        self._next_rotation = 0.0
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -137,6 +140,18 @@ class Heartbeat(threading.Thread):
             leases, lease_seconds=self.lease, worker=worker, conn=self._connection(), progress=progress
         )
 
+    def _rotate(self, now: float) -> None:
+        """A busy worker truncates the ready ring's drained segments now and then (migration 23),
+        on this connection, between renewals; one caller at a time rotates, the others return at
+        once. A failure is logged and tried again next time: the claim is only slower meanwhile."""
+        if now < self._next_rotation:
+            return
+        self._next_rotation = now + ROTATE_SECONDS
+        try:
+            self._queue.rotate_ready(conn=self._connection())
+        except (psycopg.Error, PgworkError) as exc:  # a role not granted it yet included
+            log.warning("ready ring rotation failed (%s)", str(exc).strip().splitlines()[0])
+
     def beat(self) -> None:
         # Finishing jobs are renewed too: their outcome may wait for a batched write (or for the
         # database to come back). Their row may be changing state, so a "lost" answer for them is
@@ -174,6 +189,7 @@ class Heartbeat(threading.Thread):
             return
         self.rounds += 1
         self._metrics.heartbeat_ok()
+        self._rotate(sent)
         states = renewal.states
         if renewal.registered is False:  # taken over, or deleted by the reaper while unreachable
             log.info("worker lease of %s is no longer this worker's; registering again", self._owner)

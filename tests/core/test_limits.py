@@ -299,6 +299,8 @@ def test_maintainer_sets_limits_worker_keeps_to_them_and_cannot_change_them(dsn:
 def test_claim_statement_is_the_unlimited_path_alone(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         text = claim_statement(conn)
-    assert text.lstrip().startswith("UPDATE pgwork.jobs")
+    # Since migration 23 the statement picks from the ready ring first (WITH picked ...).
+    assert text.lstrip().startswith("WITH picked")
+    assert "UPDATE pgwork.jobs" in text
     for absent in ("RETURN QUERY", "claim_limited", "job_limits", "chosen"):
         assert absent not in text

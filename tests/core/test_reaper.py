@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 
 from pgwork.db import Queue
@@ -158,3 +159,15 @@ def test_close_waits_for_the_round_in_flight_and_stops_the_loop(queue: Queue) ->
     assert [len(f) for f in found] == [1]
     reaper.loop()  # closed: no round runs, no queue is reopened
     assert reaper.rounds == 1
+
+
+def test_a_reaper_round_rotates_the_ready_ring(queue: Queue) -> None:
+    job_id = queue.enqueue("t", {})
+    later = datetime.now(UTC) + timedelta(seconds=30)  # three 10 s segments on: the job's is old
+    with Reaper(lambda: Queue(queue.dsn, pool_size=1)) as reaper:
+        reaper.run_once(now=later)
+    with psycopg.connect(queue.dsn) as conn:
+        [(segment, current)] = conn.execute(
+            "SELECT segment, pgwork.ready_segment(%s) FROM pgwork.ready WHERE job_id = %s", [later, job_id]
+        ).fetchall()
+    assert segment == current

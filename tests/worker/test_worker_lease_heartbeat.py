@@ -140,3 +140,23 @@ def test_a_worker_without_the_privilege_renews_row_by_row(queue: Queue, monkeypa
         assert _rows(queue.dsn)[job.id][1] > before[job.id][1]  # type: ignore[operator]
     finally:
         beat._close()
+
+
+def test_a_busy_workers_heartbeat_rotates_the_ready_ring(queue: Queue, heartbeat: tuple[Heartbeat, Holdings]) -> None:
+    beat, holdings = heartbeat
+    waiting = queue.enqueue("later", {})
+    queue.enqueue("noop", {})
+    _hold(holdings, queue.claim(OWNER, job_types=["noop"])[0])
+    with psycopg.connect(queue.dsn, autocommit=True) as conn:
+        # The waiting job's ready row, put in a segment that stays old for the next 20 s.
+        [(old,)] = conn.execute(
+            "UPDATE pgwork.ready SET segment = (pgwork.ready_segment(now()) + 3) %% 8"
+            " WHERE job_id = %s RETURNING segment",
+            [waiting],
+        ).fetchall()
+        beat.beat()  # renews the held job, then rotates (the first round always may)
+        [(segment,)] = conn.execute("SELECT segment FROM pgwork.ready WHERE job_id = %s", [waiting]).fetchall()
+        [(size,)] = conn.execute(
+            "SELECT pg_relation_size(format('pgwork.ready_%%s', %s::int)::regclass)", [old]
+        ).fetchall()
+    assert segment != old and size == 0  # moved to the current segment, the old one truncated

@@ -78,8 +78,10 @@ DROP INDEX pgwork.jobs_claim_full_idx;
 
 -- name: drop_claim_index
 -- Every index on the backlog, so the claim has none to use (the typed claim's own index, and the
--- backlog reading's, could each serve it).
-DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pending_due_idx, pgwork.jobs_retrying_idx;
+-- backlog reading's, could each serve it); since schema 23 the claim reads the ready ring, whose
+-- two claim indexes go too (its job_id index cannot serve the claim's order).
+DROP INDEX pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx, pgwork.jobs_pending_due_idx, pgwork.jobs_retrying_idx,
+           pgwork.ready_claim_idx, pgwork.ready_claim_type_idx;
 
 -- name: crash_rows
 -- The lab's view of each job during the crash timeline: the effective lease and heartbeat (the
@@ -361,7 +363,7 @@ UPDATE pgwork_lab.ref_jobs SET status = 'succeeded', completed_at = now(), lease
 SELECT 'pgwork' AS system,
        (SELECT count(*) FROM pgwork.jobs WHERE status = 'pending') AS backlog,
        (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
-         WHERE schemaname = 'pgwork' AND relname LIKE 'jobs%%') AS dead
+         WHERE schemaname = 'pgwork' AND (relname LIKE 'jobs%%' OR relname LIKE 'ready%%')) AS dead
 UNION ALL
 SELECT 'reference',
        (SELECT count(*) FROM pgwork_lab.ref_jobs WHERE status = 'pending'),
@@ -391,4 +393,4 @@ SELECT n FROM pgwork_lab.report_facts WHERE id = 1;
 TRUNCATE pgwork.jobs, pgwork.job_results RESTART IDENTITY CASCADE;
 
 -- name: mvcc_vacuum
-VACUUM (ANALYZE) pgwork.jobs;
+VACUUM (ANALYZE) pgwork.jobs, pgwork.ready;
