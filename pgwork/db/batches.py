@@ -90,9 +90,10 @@ class Batches(QueueBase):
         lease: float = 30.0,
         now: datetime | None = None,
     ) -> Finished:
-        """`finish_many`, then `claim`, in one round trip (pgwork.db.roundtrip): two short
-        transactions, the finishes fenced as ever. Raises what the finishes raised (then nothing
-        was claimed); a claim that failed after them is `Finished.claim_error`."""
+        """`finish_many`, then `claim`, in one round trip and one commit (pgwork.db.roundtrip):
+        the claim behind a savepoint, the finishes fenced as ever. Raises what the finishes raised
+        (then nothing was written or claimed); a claim that failed is `Finished.claim_error`, and
+        the finishes were committed without it."""
         _check_once([s.lease for s in successes] + [f.lease for f in failures])
         claim = claim_params(owner, job_types, limit, lease, now)
         name, succeed = _succeed_statement(successes, now) if successes else ("succeed_many", None)
