@@ -103,7 +103,7 @@ def test_a_claim_that_fails_after_the_finish_keeps_the_finish(queue: Queue, dsn:
 
 def _finisher(queue: Queue, taken: list[list[ClaimedJob]], room: int = 1) -> Finisher:
     gate = ClaimGate(ClaimRoom("w-rt", ["rt"], 30.0, lambda: room, lambda jobs, _s: taken.append(jobs)))
-    return Finisher(queue, lambda _answers: None, lambda: False, lambda: None, gate=gate)
+    return Finisher(queue, lambda _answers, _wake: None, lambda: False, lambda: None, gate=gate)
 
 
 def test_the_finisher_claims_with_its_write_and_a_lost_lease_is_reported_lost(queue: Queue) -> None:
