@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 import psycopg
-from psycopg import DataError, postgres
+from psycopg import DataError, abc, postgres
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Loader
 from psycopg.pq import Format
@@ -75,7 +75,7 @@ class SafeTimestamptzLoader(TimestamptzLoader):
 # psycopg's own binary timestamptz loader: its C one where psycopg has its C extension (a C
 # class cannot be subclassed from Python, so it is wrapped). The pure-Python one is about 1.5 us a
 # value slower, and a claim's row carries two (issue 28).
-_TIMESTAMPTZ_BINARY: type[Loader] = (
+_TIMESTAMPTZ_BINARY: type[abc.Loader] = (
     psycopg.adapters.get_loader(postgres.types["timestamptz"].oid, Format.BINARY) or TimestamptzBinaryLoader
 )
 
