@@ -106,6 +106,31 @@ def _finisher(queue: Queue, taken: list[list[ClaimedJob]], room: int = 1) -> Fin
     return Finisher(queue, lambda _answers, _wake: None, lambda: False, lambda: None, gate=gate)
 
 
+@pytest.mark.parametrize(
+    ("room", "ready", "wakes"),
+    [
+        (1, 1, False),  # a one-job worker: the claim filled its slot, nothing for the main loop to do
+        (2, 1, True),  # room left over: the main loop may find more (or a burst worker its end)
+        (1, 0, True),  # nothing came back: the main loop polls (a burst worker exits)
+    ],
+)
+def test_the_main_loop_is_woken_after_a_write_unless_its_claim_filled_the_room(
+    queue: Queue, room: int, ready: int, wakes: bool
+) -> None:
+    held = Rows(queue, "held")  # the job being finished; "rt" jobs wait to be claimed
+    for _ in range(ready):
+        Rows(queue, "rt").pending()
+    taken: list[list[ClaimedJob]] = []
+    told: list[bool] = []
+    gate = ClaimGate(ClaimRoom("w-rt", ["rt"], 30.0, lambda: room, lambda jobs, _s: taken.append(jobs)))
+    finisher = Finisher(
+        queue, lambda _answers, wake: told.append(wake), lambda: False, lambda: None, gate=gate, inline=True
+    )
+    assert finisher.submit(_decided(held.running(), Decision(Outcome.SUCCEEDED)))  # written inline
+    assert told == [wakes]
+    assert [len(jobs) for jobs in taken] == [ready]
+
+
 def test_the_finisher_claims_with_its_write_and_a_lost_lease_is_reported_lost(queue: Queue) -> None:
     rows = Rows(queue, "rt")
     gone = rows.running(lease=5)
