@@ -120,8 +120,9 @@ CLAIM_COST = [
     "1.086 against 1.077 ms), 0.09 ms the plpgsql wrapper, 0.12 ms the functions' own work (fencing, the probe, "
     "both arms). Dropping any one cost the guarantees allow buys at most 2% of claim + finish, so the functions "
     "keep their shape; the forced generic plan is worth 0.4 ms and stays. The finish and the next claim in one "
-    "transaction (one commit a job, measured for scale only: pgwork keeps them apart so a failed claim never "
-    "undoes a finish) would bring the cycle to 1.8 ms, level with the bare loop.",
+    "transaction (one commit a job) would bring the cycle to 1.8 ms, level with the bare loop: since issue 28 the "
+    "worker's pipelined write does that, the claim behind a savepoint so that a failed claim never undoes the "
+    "finish (pgwork.db.roundtrip).",
     "",
     "What schema 14 changed, same run, before and after: with 2,000 jobs held by other workers (claimed after "
     "ANALYZE saw none running, as in any fresh queue) the finish before it scanned all of `jobs_running_idx`.",
