@@ -57,35 +57,44 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
 PEER_TABLE = [
     "### Beside pgqueuer in its recommended setup (issue 28)",
     "",
-    "_Run 20261204T184541Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 4.2-7.9 during "
-    "the run (other engineers' tests): per-round ratios ranged widely; read the medians with their ranges._ "
-    "One process on each side; every rate timed from the database, first start to last completion (pgwork: "
-    "`started_at`/`completed_at`; pgqueuer: its log's `picked`/`successful` stamps). Median jobs/s over 5 "
-    "interleaved rounds; ratios are the median of per-round ratios [min-max].",
+    "_Run 20261204T214144Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 2.8-6.5 during "
+    "the run (other engineers' tests and benchmarks): per-round ratios ranged widely; read the medians with "
+    "their ranges._ One process on each side; every rate timed from the database, first start to last "
+    "completion (pgwork: `started_at`/`completed_at`; pgqueuer: its log's `picked`/`successful` stamps). Median "
+    "jobs/s over 5 interleaved rounds; ratios are the median of per-round ratios [min-max].",
     "",
     "| | jobs/s (median) | ratio |",
     "|---|---|---|",
-    "| `pgwork worker --batch 100 --concurrency 16` | 4,088 | **0.82x [0.60-1.26] pgqueuer**; 0.84x [0.63-1.19] "
+    "| `pgwork worker --batch 100 --concurrency 16` | 9,479 | **0.82x [0.44-1.09] pgqueuer**; 0.75x [0.59-1.24] "
     "pgwork's own Queue API loop |",
-    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 3,924 | |",
-    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 2,966 | the worker "
-    "is 1.43x [1.08-1.99] of it |",
-    "| pgwork Queue API loop, claim 100 + succeed_many | 5,360 | 1.31x [0.66-1.81] pgqueuer |",
-    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 1,135 vs 1,826 | 1.02x [0.38-1.48] |",
-    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 133 vs 189 | 0.78x [0.26-1.01] |",
-    "| the same worker vs the reference design's bare claim/finish loop | 133 vs 206 | **0.51x [0.43-1.34]** |",
+    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 11,586 | |",
+    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 5,621 | the worker "
+    "is 1.69x [1.26-1.81] of it |",
+    "| pgwork Queue API loop, claim 100 + succeed_many | 13,541 | 0.91x [0.75-1.27] pgqueuer |",
+    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 2,255 vs 5,046 | 0.56x [0.42-1.62] |",
+    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 376 vs 589 | 0.89x [0.64-2.36] |",
+    "| the same worker vs the reference design's bare claim/finish loop | 376 vs 986 | **0.67x [0.31-1.55]** |",
     "",
     "Issue 28's targets (worker batch 100 >= 1.5x pgqueuer on asyncpg, batch 1 >= 0.8x the bare loop, batch "
-    "100 >= 0.9x the API loop) are not met. On a quieter run of the same machine (issue 28's own figures) "
-    "pgqueuer on asyncpg drained 12,880 jobs/s at batch 100 against the worker's 7,981 (0.61x). The earlier "
-    "`2.55x pgqueuer` (run 20261203T151511Z, the `vs pgqueuer` column of older runs) was against pgqueuer's "
-    "psycopg driver, timed by a clock in its process, and overstated the worker's standing.",
+    "100 >= 0.9x the API loop) are not met. The earlier `2.55x pgqueuer` (run 20261203T151511Z, the "
+    "`vs pgqueuer` column of older runs) was against pgqueuer's psycopg driver, timed by a clock in its process, "
+    "and overstated the worker's standing.",
     "",
-    "What issue 28 changed so far: the claim's rows in binary format, decoded by position (a 100-job "
-    "claim's decode 28 -> 17 us a job). The whole worker process against main's, 6 interleaved rounds, "
-    "10,000 jobs at `--batch 100 --concurrency 16`: CPU per job 151 -> 132 us (0.87x [0.79-0.95]), drain "
-    "rate 1.20x [0.98-1.83]. Left for later: the per-job INFO line (~27 us a job), per-job histogram "
-    "observations, the claim-to-runner hand-off.",
+    "What issue 28 changed: the claim's rows in binary format, decoded by position (a 100-job claim's decode "
+    "28 -> 17 us a job); a one-job worker's finish and next claim in one transaction and one commit, the claim "
+    "behind a savepoint (a failed claim still never undoes the finish); the main loop no longer woken after a "
+    "write whose own claim filled the room; a claim's jobs held and dispatched under one lock each; claim "
+    "timestamps through psycopg's C loader. Before and after in the same runs (main's worker as "
+    "`PGWORK_LAB_BASELINE`), per-round ratio of this worker to main's over the 10 rounds of runs "
+    "20261204T212432Z and 20261204T214144Z (load 2.8-17): batch 1 1.12x [0.58-1.67], batch 10 1.12x "
+    "[0.62-1.79], batch 100 0.95x [0.65-1.14]. Quieter interleaved A/B of the worker process alone (6 rounds, "
+    "load 3-5): batch 1 drain rate 1.16x [0.76-2.53], CPU per job 0.94x; batch 100 rate 1.03x [0.53-1.25], "
+    "CPU level. Where the rest goes (py-spy, GIL samples): at batch 1 two thirds of the steady state is psycopg's "
+    "pipeline machinery for the five statements of finish + claim (sending each, dumping the array parameters, "
+    "reading each result); at batch 100 the claim's rows (decode ~40% of samples, then a Job and an Attempt per "
+    "job ~20%), the finisher's write ~14%, the runners ~7%, the INFO line 3-4%, the histograms under 1%. "
+    "Kept as they are: one log record per job (joining a batch's lines would change what users' log handlers "
+    "see) and one histogram observation per job (under 1% of CPU).",
 ]
 
 # Section 13's per-statement figures: `python scripts/claim_cost.py` (its own scratch database;
