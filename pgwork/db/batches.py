@@ -103,9 +103,10 @@ class Batches(QueueBase):
                 trip = finish_then_claim(c, succeed, fail, claim, succeed_statement=name)
             except errors.InvalidParameterValue as exc:
                 raise after_error(exc) from None
-        return Finished(
-            _completions(successes, trip.done), _failures(failures, trip.failed), trip.claimed, trip.claim_error
-        )
+        # A claim that failed on a pooler's symptom after the finishes committed is caught in the
+        # round trip, so the pool never sees it: told here, as any other call's would be.
+        error = None if trip.claim_error is None else self._pool.pooler_met(trip.claim_error)
+        return Finished(_completions(successes, trip.done), _failures(failures, trip.failed), trip.claimed, error)
 
 
 @dataclass(frozen=True)
