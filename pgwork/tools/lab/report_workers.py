@@ -57,7 +57,7 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
 PEER_TABLE = [
     "### Beside pgqueuer in its recommended setup (issue 28)",
     "",
-    "_Run 20261204T214144Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 2.8-6.5 during "
+    "_Run 20261204T220938Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 1.8-2.9 during "
     "the run (other engineers' tests and benchmarks): per-round ratios ranged widely; read the medians with "
     "their ranges._ One process on each side; every rate timed from the database, first start to last "
     "completion (pgwork: `started_at`/`completed_at`; pgqueuer: its log's `picked`/`successful` stamps). Median "
@@ -65,15 +65,15 @@ PEER_TABLE = [
     "",
     "| | jobs/s (median) | ratio |",
     "|---|---|---|",
-    "| `pgwork worker --batch 100 --concurrency 16` | 9,479 | **0.82x [0.44-1.09] pgqueuer**; 0.75x [0.59-1.24] "
+    "| `pgwork worker --batch 100 --concurrency 16` | 9,590 | **0.68x [0.60-0.92] pgqueuer**; 0.58x [0.50-0.70] "
     "pgwork's own Queue API loop |",
-    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 11,586 | |",
-    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 5,621 | the worker "
-    "is 1.69x [1.26-1.81] of it |",
-    "| pgwork Queue API loop, claim 100 + succeed_many | 13,541 | 0.91x [0.75-1.27] pgqueuer |",
-    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 2,255 vs 5,046 | 0.56x [0.42-1.62] |",
-    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 376 vs 589 | 0.89x [0.64-2.36] |",
-    "| the same worker vs the reference design's bare claim/finish loop | 376 vs 986 | **0.67x [0.31-1.55]** |",
+    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 13,359 | |",
+    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 5,455 | the worker "
+    "is 1.74x [1.48-1.98] of it |",
+    "| pgwork Queue API loop, claim 100 + succeed_many | 15,914 | 1.16x [1.13-1.32] pgqueuer |",
+    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 3,846 vs 6,019 | 0.73x [0.30-0.95] |",
+    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 678 vs 791 | 0.84x [0.73-0.90] |",
+    "| the same worker vs the reference design's bare claim/finish loop | 678 vs 1,395 | **0.54x [0.35-0.56]** |",
     "",
     "Issue 28's targets (worker batch 100 >= 1.5x pgqueuer on asyncpg, batch 1 >= 0.8x the bare loop, batch "
     "100 >= 0.9x the API loop) are not met. The earlier `2.55x pgqueuer` (run 20261203T151511Z, the "
@@ -84,17 +84,18 @@ PEER_TABLE = [
     "28 -> 17 us a job); a one-job worker's finish and next claim in one transaction and one commit, the claim "
     "behind a savepoint (a failed claim still never undoes the finish); the main loop no longer woken after a "
     "write whose own claim filled the room; a claim's jobs held and dispatched under one lock each; claim "
-    "timestamps through psycopg's C loader. Before and after in the same runs (main's worker as "
-    "`PGWORK_LAB_BASELINE`), per-round ratio of this worker to main's over the 10 rounds of runs "
-    "20261204T212432Z and 20261204T214144Z (load 2.8-17): batch 1 1.12x [0.58-1.67], batch 10 1.12x "
-    "[0.62-1.79], batch 100 0.95x [0.65-1.14]. Quieter interleaved A/B of the worker process alone (6 rounds, "
-    "load 3-5): batch 1 drain rate 1.16x [0.76-2.53], CPU per job 0.94x; batch 100 rate 1.03x [0.53-1.25], "
-    "CPU level. Where the rest goes (py-spy, GIL samples): at batch 1 two thirds of the steady state is psycopg's "
-    "pipeline machinery for the five statements of finish + claim (sending each, dumping the array parameters, "
-    "reading each result); at batch 100 the claim's rows (decode ~40% of samples, then a Job and an Attempt per "
-    "job ~20%), the finisher's write ~14%, the runners ~7%, the INFO line 3-4%, the histograms under 1%. "
-    "Kept as they are: one log record per job (joining a batch's lines would change what users' log handlers "
-    "see) and one histogram observation per job (under 1% of CPU).",
+    "timestamps through psycopg's C loader, an empty trace context without the JSON decoder. Before and after "
+    "in the same run (main's worker at bd61598 as `PGWORK_LAB_BASELINE`, per-round ratio of this worker to "
+    "main's): batch 1 1.03x [0.67-1.51], batch 10 0.97x [0.41-1.13], batch 100 1.11x [0.97-1.61]. The worker "
+    "process alone against main's, interleaved A/B on one database (5 rounds each, load 1.7-2.5): batch 1 drain "
+    "rate 1.23x [1.06-1.49] and 0.82x the process's CPU (start-up included; system time 0.28 -> 0.19 s for "
+    "2,000 jobs: no thread woken per job); batch 100 rate 1.01x [0.87-1.08], CPU 0.96x. Where the rest goes "
+    "(py-spy, GIL samples): at batch 1 about two thirds of the steady state is psycopg's pipeline machinery "
+    "for the five statements of finish + claim (sending each, dumping the array parameters, reading each "
+    "result); at batch 100 the main loop's claim path (row decode, then a ClaimedJob, Job and Attempt per "
+    "job) takes most of the samples, the finisher's write and the runners far less, the INFO line 3-4%, the "
+    "histograms under 1%. Kept as they are: one log record per job (joining a batch's lines would change what "
+    "users' log handlers see) and one histogram observation per job (under 1% of CPU).",
 ]
 
 # Section 13's per-statement figures: `python scripts/claim_cost.py` (its own scratch database;
