@@ -90,9 +90,10 @@ class Batches(QueueBase):
         lease: float = 30.0,
         now: datetime | None = None,
     ) -> Finished:
-        """`finish_many`, then `claim`, in one round trip (pgwork.db.roundtrip): two short
-        transactions, the finishes fenced as ever. Raises what the finishes raised (then nothing
-        was claimed); a claim that failed after them is `Finished.claim_error`."""
+        """`finish_many`, then `claim`, in one round trip and one commit (pgwork.db.roundtrip):
+        the claim behind a savepoint, the finishes fenced as ever. Raises what the finishes raised
+        (then nothing was written or claimed); a claim that failed is `Finished.claim_error`, and
+        the finishes were committed without it."""
         _check_once([s.lease for s in successes] + [f.lease for f in failures])
         claim = claim_params(owner, job_types, limit, lease, now)
         name, succeed = _succeed_statement(successes, now) if successes else ("succeed_many", None)
@@ -102,9 +103,10 @@ class Batches(QueueBase):
                 trip = finish_then_claim(c, succeed, fail, claim, succeed_statement=name)
             except errors.InvalidParameterValue as exc:
                 raise after_error(exc) from None
-        return Finished(
-            _completions(successes, trip.done), _failures(failures, trip.failed), trip.claimed, trip.claim_error
-        )
+        # A claim that failed on a pooler's symptom after the finishes committed is caught in the
+        # round trip, so the pool never sees it: told here, as any other call's would be.
+        error = None if trip.claim_error is None else self._pool.pooler_met(trip.claim_error)
+        return Finished(_completions(successes, trip.done), _failures(failures, trip.failed), trip.claimed, error)
 
 
 @dataclass(frozen=True)

@@ -118,9 +118,18 @@ class Pool:
         except psycopg.Error as exc:
             if not pooler_symptom(exc):
                 raise
-            self.prepare_threshold = None
             if conn is not None:
                 conn.prepare_threshold = None
-            error = pooler_needed(exc)
-            self.pooler_symptom = self.pooler_symptom or str(error)
-            raise error from None
+            raise self.pooler_met(exc) from None
+
+    def pooler_met(self, exc: Exception) -> Exception:
+        """`exc` as the caller should see it: a pooler's symptom turns prepared statements off for
+        good and becomes PoolerNeeded (naming the setting); anything else is returned as it is.
+        For errors the connection's user catches itself (a claim that failed after the finishes
+        committed, pgwork.db.roundtrip), which `connection` never sees."""
+        if not pooler_symptom(exc):
+            return exc
+        self.prepare_threshold = None
+        error = pooler_needed(exc)
+        self.pooler_symptom = self.pooler_symptom or str(error)
+        return error

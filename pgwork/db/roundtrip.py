@@ -1,15 +1,18 @@
-"""Finish some jobs and claim the next in one round trip: psycopg's pipeline mode.
+"""Finish some jobs and claim the next in one round trip and one commit: psycopg's pipeline mode.
 
-The statements go out together and their answers come back together, but each is still its own
-short transaction: `BEGIN; succeed_many/fail_many; COMMIT; BEGIN; claim; COMMIT`, then one Sync.
-(Without the explicit blocks the server would run everything before the Sync as one implicit
-transaction, so a claim would commit with the finishes or not at all.) Fencing is untouched: the
-finishes are the same token-checked functions as pgwork.db.batches runs one by one.
+The statements go out together and their answers come back together, in one transaction with a
+savepoint between the finishes and the claim: `BEGIN; succeed_many/fail_many; SAVEPOINT; claim;
+COMMIT`, then one Sync. One commit (one WAL flush) instead of two: a one-job worker paid two per
+job. Fencing is untouched: the finishes are the same token-checked functions as pgwork.db.batches
+runs one by one. The claim reads `now()`, the transaction's start, so the jobs it takes start at
+the instant the finished ones completed (their leases a few milliseconds shorter at most).
 
 Errors: once a statement fails the server skips the rest up to the Sync. A failed finish
 therefore never claims, and the caller learns it as an exception (its job is still held, to be
-written again the usual way); a claim that fails after the finishes committed comes back as
-`claim_error` beside the finishes' answers, never as a lost finish.
+written again the usual way). A claim that fails cannot undo the finishes: the transaction is
+rolled back to the savepoint and the finishes committed alone (one more round trip, only then),
+and the claim's error comes back as `claim_error` beside their answers. If that commit fails too,
+nothing was written and the caller learns it as an exception, as for a failed finish.
 """
 
 from __future__ import annotations
@@ -90,13 +93,14 @@ def finish_then_claim(
     succeed_statement: str = "succeed_many",
 ) -> RoundTrip:
     """Run succeed_many (`succeed` params; `succeed_statement` succeed_followups when some success
-    creates jobs) and fail_many (`fail` params) in one transaction,
-    then the claim in another, in one flush. Raises what the finishes raised (nothing claimed)."""
+    creates jobs) and fail_many (`fail` params), then the claim behind a savepoint, in one
+    transaction and one flush. Raises what the finishes (or their commit) raised: then nothing
+    was written and nothing claimed."""
     done_cur = conn.cursor(row_factory=class_row(SucceedManyRow))
     failed_cur = conn.cursor(row_factory=class_row(FailManyRow))
     claim_cur = conn.cursor(row_factory=statements.row_factory(ClaimRow), binary=True)
+    savepoint = conn.cursor()
     commit = conn.cursor()
-    claim_commit = conn.cursor()
     error: Exception | None = None
     try:
         with conn.pipeline():
@@ -105,23 +109,46 @@ def finish_then_claim(
                 done_cur.execute(statements.statement(succeed_statement, "many"), succeed)
             if fail is not None:
                 failed_cur.execute(statements.statement("fail_many", "many"), fail)
-            commit.execute("COMMIT")
-            conn.execute("BEGIN")
+            savepoint.execute(f"SAVEPOINT {SAVEPOINT}")
             claim_cur.execute(statements.statement("claim", "many"), claim)
-            claim_commit.execute("COMMIT")
+            commit.execute("COMMIT")
     except psycopg.Error as exc:
-        # The first error of the pipeline; the finishes' own tell whether it was theirs.
-        if not _ok(commit, pq.ExecStatus.COMMAND_OK):
+        # The first error of the pipeline: the finishes' own (nothing to keep), the claim's, or
+        # the commit's (then the transaction is gone, finishes and all).
+        if not _ok(savepoint, pq.ExecStatus.COMMAND_OK) or _ok(claim_cur, pq.ExecStatus.TUPLES_OK):
+            _end(conn)
             raise
         error = exc
-        if conn.info.transaction_status != pq.TransactionStatus.IDLE:
-            conn.rollback()  # the claim's transaction failed: end it before the connection goes back
+        _keep_finishes(conn)
     done = done_cur.fetchall() if succeed is not None else []
     failed = failed_cur.fetchall() if fail is not None else []
-    claimed = _ok(claim_cur, pq.ExecStatus.TUPLES_OK) and _ok(claim_commit, pq.ExecStatus.COMMAND_OK)
-    if error is not None or not claimed:
-        return RoundTrip(done, failed, None, error or RuntimeError("the claim returned no result"))
+    if error is not None:
+        return RoundTrip(done, failed, None, error)
+    if not _ok(claim_cur, pq.ExecStatus.TUPLES_OK) or not _ok(commit, pq.ExecStatus.COMMAND_OK):
+        return RoundTrip(done, failed, None, RuntimeError("the claim returned no result"))
     return RoundTrip(done, failed, claimed_jobs(claim_cur.fetchall(), claim["owner"]), None)
+
+
+# Between the finishes and the claim; the name is the transaction's own, never seen outside it.
+SAVEPOINT = "pgwork_claim"
+
+
+def _keep_finishes(conn: AnyConnection) -> None:
+    """After the claim failed: undo it alone and commit the finishes. Raises if that fails
+    (nothing was written: the caller writes the finishes again the usual way)."""
+    try:
+        conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+        conn.execute("COMMIT")
+    except psycopg.Error:
+        _end(conn)
+        raise
+
+
+def _end(conn: AnyConnection) -> None:
+    """End a failed transaction before the connection goes back to the pool (a broken connection
+    is the pool's to discard)."""
+    if conn.info.transaction_status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
+        conn.rollback()
 
 
 def _ok(cur: Cursor[Any], status: pq.ExecStatus) -> bool:

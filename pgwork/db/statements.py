@@ -37,11 +37,16 @@ def row_factory(row: type[T]) -> RowFactory[T]:
     if fields is None:
         return class_row(row)
     make: Callable[[Sequence[Any]], T] = row._make  # type: ignore[attr-defined]
+    # The names as the server sends them (ASCII identifiers): compared without building the
+    # cursor's description, whose Column objects cost a one-job claim more than its row.
+    expected = tuple(f.encode() for f in fields)
 
     def by_position(cur: BaseCursor[Any, Any]) -> RowMaker[T]:
-        names = tuple(c.name for c in cur.description or ())
-        if names and names != fields[: len(names)]:
-            raise ValueError(f"{row.__name__} expects columns {fields}, the statement answered {names}")
+        res = cur.pgresult
+        names = tuple(res.fname(i) or b"" for i in range(res.nfields)) if res is not None else ()
+        if names and names != expected[: len(names)]:
+            answered = tuple(n.decode(errors="replace") for n in names)
+            raise ValueError(f"{row.__name__} expects columns {fields}, the statement answered {answered}")
         # Fewer columns (an older schema's answer): the fields after them take their defaults.
         return make if len(names) == len(fields) else lambda values: row(*values)
 

@@ -29,7 +29,7 @@ class Bookkeeper:
         self._holdings = holdings
         self._wake = wake
 
-    def __call__(self, answers: Answers) -> None:
+    def __call__(self, answers: Answers, wake: bool = True) -> None:
         # Per (job type, outcome): the durations, observed through one labelled child each, and
         # one counter increment: a child lookup takes a lock and costs more than the observation.
         durations: dict[tuple[str, str], list[float]] = {}
@@ -44,7 +44,7 @@ class Bookkeeper:
                     tracing.mark_error(a.span, decision.error_type, decision.message or "")
                 a.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
                 a.span.end()
-            self._holdings.remove(a.id)
+        self._holdings.remove_many([a.id for a, _ in answers])
         for (job_type, label), seconds in durations.items():
             histogram = self._metrics.job_duration.labels(self._metrics.type_label(job_type), label)
             for s in seconds:
@@ -53,7 +53,7 @@ class Bookkeeper:
             if label == Outcome.LEASE_LOST.value:
                 self._metrics.lease_lost.labels(self._metrics.type_label(job_type)).inc(len(seconds))
         self._metrics.in_flight.set(len(self._holdings))
-        if not self._wake.is_set():
+        if wake and not self._wake.is_set():
             self._wake.set()  # a burst worker may be waiting for the last write
 
 

@@ -71,6 +71,8 @@ def usable_trace_context(claimed: ClaimedJob) -> dict[str, str]:
     """The claimed trace context if it is a map of strings, else none: tracing is advisory, so a
     row with an unreadable context still runs, just without its producer's trace."""
     value = claimed.trace_context
+    if type(value) is dict and not value:
+        return {}  # most jobs carry none: no scan, no copy
     if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         return dict(value)
     why = undecodable_reason(value) or f"a JSON {type(value).__name__}, not a map of strings"

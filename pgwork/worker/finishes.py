@@ -46,7 +46,10 @@ MAX_BATCH = 1000
 
 # What the database made of each attempt's decision, a batch at a time.
 Answers = list[tuple[Attempt, Outcome]]
-Done = Callable[[Answers], None]
+# Told the answers, and whether the main loop should look for room to claim into: not when the
+# write's own claim filled all the room there was (a one-job worker's every job), as waking it
+# to find none costs a thread switch per job.
+Done = Callable[[Answers, bool], None]
 
 
 def retry_write(
@@ -172,14 +175,15 @@ class Finisher(threading.Thread):
 
     def _flush(self, batch: list[Attempt]) -> None:
         """Write a batch taken with `_writing` set, then let its jobs go."""
+        filled = False
         try:
-            answers = self.write(batch)
+            answers, filled = self._write(batch)
         except Exception:  # the thread must live on: the rows are left to the reaper
             log.exception("writing %d outcome(s) failed unexpectedly; the reaper will return them", len(batch))
             answers = [(a, Outcome.LEASE_LOST) for a in batch]
         with self._cond:
             self._writing = False
-        self._done(answers)  # wakes the main loop, which may have left a claim to this write
+        self._done(answers, not filled)  # wakes the main loop, which may have left a claim to this write
         self.flushes += 1
 
     # -- applying decisions ----------------------------------------------------------------
@@ -188,6 +192,10 @@ class Finisher(threading.Thread):
         """Write each attempt's decision; what the database made of it, per attempt. The
         decisions are not changed here: an answer that differs (a lost lease, a duplicate, a
         cancellation that won) is the outcome returned beside the attempt."""
+        return self._write(batch)[0]
+
+    def _write(self, batch: list[Attempt]) -> tuple[Answers, bool]:
+        """`write`, and whether a claim riding on it filled all the room there was."""
         answers: Answers = []
         writes: list[Attempt] = []
         for a in batch:
@@ -206,14 +214,20 @@ class Finisher(threading.Thread):
                 answers.append((a, self._lose(a)))
             else:
                 answers.append((a, outcome))
+        filled = False
         if writes:
             claimed = self._write_and_claim(writes)
-            answers.extend(claimed if claimed is not None else self._write_many(writes))
-        return answers
+            if claimed is None:
+                answers.extend(self._write_many(writes))
+            else:
+                answers.extend(claimed[0])
+                filled = claimed[1]
+        return answers, filled
 
-    def _write_and_claim(self, writes: list[Attempt]) -> Answers | None:
-        """The batch's write and a claim into the room free now, in one round trip. None: not
-        done (no gate, no room, another claim under way, or the write failed: nothing claimed)."""
+    def _write_and_claim(self, writes: list[Attempt]) -> tuple[Answers, bool] | None:
+        """The batch's write and a claim into the room free now, in one round trip; True beside
+        the answers when the claim filled that room. None: not done (no gate, no room, another
+        claim under way, or the write failed: nothing claimed)."""
         if self._gate is None or not self._gate.enter():
             return None
         try:
@@ -238,7 +252,8 @@ class Finisher(threading.Thread):
             else:
                 claim.hold(finished.claimed, time.perf_counter() - started)
                 self.pipelined_claims += 1
-            return self._answers(writes, finished.completions, finished.failures)
+            filled = finished.claimed is not None and len(finished.claimed) >= room
+            return self._answers(writes, finished.completions, finished.failures), filled
         finally:
             self._gate.leave()
 

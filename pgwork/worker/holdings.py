@@ -23,9 +23,23 @@ class Holdings:
             self._held[attempt.id] = attempt
             self.changed.notify_all()
 
+    def add_many(self, attempts: list[Attempt]) -> None:
+        """`add` for a claim's jobs: one lock and one notification for the batch."""
+        with self._lock:
+            for attempt in attempts:
+                self._held[attempt.id] = attempt
+            self.changed.notify_all()
+
     def remove(self, job_id: int) -> None:
         with self._lock:
             self._held.pop(job_id, None)
+            self.changed.notify_all()
+
+    def remove_many(self, job_ids: list[int]) -> None:
+        """`remove` for a written batch's jobs: one lock and one notification for the batch."""
+        with self._lock:
+            for job_id in job_ids:
+                self._held.pop(job_id, None)
             self.changed.notify_all()
 
     def snapshot(self) -> list[Attempt]:

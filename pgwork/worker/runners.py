@@ -190,14 +190,17 @@ class Runners:
             self.loop.join(max(0.0, until - clock()))
 
     def _dispatch(self) -> None:
-        while True:
-            with self._lock:
-                if self.busy >= self._count or not self._waiting:
-                    return
+        # Every unit that may start now is taken under one hold of the lock (a claim's 100 jobs
+        # took it 100 times, against runners ending jobs), then handed out.
+        units: list[Unit] = []
+        with self._lock:
+            while self.busy < self._count and self._waiting:
                 unit = self._next()
                 if unit is None:
-                    return  # only batches still filling: the timer dispatches them
+                    break  # only batches still filling: the timer dispatches them
                 self.busy += 1
+                units.append(unit)
+        for unit in units:
             first = unit[0] if isinstance(unit, list) else unit
             if self._on_loop(first):
                 assert self.loop is not None

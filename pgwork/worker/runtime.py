@@ -412,11 +412,13 @@ class Worker:
             self.metrics.claim_duration.observe(seconds)
         self._claim_ok = True
         self.claims += len(claimed)
-        self.runners.submit_many([self._hold(job) for job in claimed])
+        attempts = [self._hold(job) for job in claimed]
+        self.holdings.add_many(attempts)  # heartbeated from now on
+        self.runners.submit_many(attempts)
         self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
 
     def _hold(self, claimed: ClaimedJob) -> Attempt:
-        """Hold a claimed job (heartbeated from now on); the caller hands it to the runners."""
+        """A claimed job's attempt; the caller holds it (Holdings.add_many) and hands it to the runners."""
         job = Job(
             id=claimed.id,
             job_type=claimed.job_type,
@@ -432,7 +434,6 @@ class Worker:
         attempt.in_process = claimed.job_type in self._in_process
         job.saver = lambda state: self.queue.checkpoint(attempt.lease, state)
         job.parent_reader = lambda: {p.parent_id: p.result for p in self.queue.parent_results(job.id)}
-        self.holdings.add(attempt)
         return attempt
 
     # -- shutdown -------------------------------------------------------------------------

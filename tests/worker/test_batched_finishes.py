@@ -82,7 +82,11 @@ def test_a_batch_calls_outcomes_are_written_without_the_linger(queue: Queue) -> 
     call's (linger=False) are written at once, and take whatever else is pending along."""
     written: list[list[int]] = []
     finisher = Finisher(
-        queue, lambda answers: written.append([a.id for a, _ in answers]), lambda: True, lambda: None, linger=3600
+        queue,
+        lambda answers, _wake: written.append([a.id for a, _ in answers]),
+        lambda: True,
+        lambda: None,
+        linger=3600,
     )
     finisher.start()
     try:

@@ -1,6 +1,7 @@
 """A one-job worker finishes a job and claims the next in one round trip (psycopg pipeline mode):
-two short transactions, the finish fenced by its token as ever, and an error in either never
-loses the job nor skips the claim's own error handling."""
+one short transaction with the claim behind a savepoint, the finish fenced by its token as ever;
+a failed claim never undoes the finish, and an error in either never loses the job nor skips the
+claim's own error handling."""
 
 from __future__ import annotations
 
@@ -25,13 +26,6 @@ from tests.support.waiting import wait_for
 from tests.support.workers import Spawn, run_burst
 
 
-def _xmin(dsn: str, job_id: int) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT xmin::text::bigint FROM pgwork.jobs WHERE id = %s", (job_id,)).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def _decided(claimed: ClaimedJob, decision: Decision) -> Attempt:
     job = Job(claimed.id, claimed.job_type, {}, claimed.attempt, claimed.max_attempts, claimed.idempotency_key)
     attempt = Attempt(claimed, job, 30, decision=decision)
@@ -39,7 +33,7 @@ def _decided(claimed: ClaimedJob, decision: Decision) -> Attempt:
     return attempt
 
 
-def test_finish_and_claim_are_two_transactions_in_one_round_trip(queue: Queue) -> None:
+def test_finish_and_claim_commit_together_in_one_round_trip(queue: Queue) -> None:
     rows = Rows(queue, "rt")
     first = rows.running()
     second = rows.pending()
@@ -52,8 +46,9 @@ def test_finish_and_claim_are_two_transactions_in_one_round_trip(queue: Queue) -
     assert next_job.lease_owner == "w-rt" and next_job.lease_token == finished.claimed[0].lease.token  # type: ignore[index]
     result = queue.result(first.idempotency_key)
     assert result is not None and result.result == {"n": 1}
-    # Each row was written by a transaction of its own: the finish and the claim never share one.
-    assert _xmin(queue.dsn, first.id) != _xmin(queue.dsn, second)
+    # One transaction (one commit): the claim's now() is the finish's, so the next job starts at
+    # the instant the last one completed.
+    assert done.completed_at is not None and next_job.started_at == done.completed_at
 
 
 def test_a_fenced_out_finish_writes_nothing_and_the_claim_still_runs(queue: Queue) -> None:
@@ -91,7 +86,7 @@ def test_a_finish_the_server_refuses_claims_nothing_and_leaves_the_connection_cl
 def test_a_claim_that_fails_after_the_finish_keeps_the_finish(queue: Queue, dsn: str) -> None:
     rows = Rows(queue, "rt")
     held = rows.running()
-    rows.pending()
+    ready = rows.pending()
     succeed = success_params([held.id], [held.lease.token], ['{"ok": true}'], None)
     claim = claim_params("w-rt", ["rt"], 1, 30.0, None)
     claim["limit"] = -1  # past the client's checks: the claim function itself refuses it
@@ -100,13 +95,40 @@ def test_a_claim_that_fails_after_the_finish_keeps_the_finish(queue: Queue, dsn:
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert trip.claimed is None and trip.claim_error is not None
     assert [r.id for r in trip.done] == [held.id]
-    row = queue.job(held.id)
+    row, waiting = queue.job(held.id), queue.job(ready)
     assert row is not None and row.status == "succeeded"
+    assert queue.result(held.idempotency_key) is not None
+    assert waiting is not None and waiting.status == "pending" and waiting.attempt_count == 0
 
 
 def _finisher(queue: Queue, taken: list[list[ClaimedJob]], room: int = 1) -> Finisher:
     gate = ClaimGate(ClaimRoom("w-rt", ["rt"], 30.0, lambda: room, lambda jobs, _s: taken.append(jobs)))
-    return Finisher(queue, lambda _answers: None, lambda: False, lambda: None, gate=gate)
+    return Finisher(queue, lambda _answers, _wake: None, lambda: False, lambda: None, gate=gate)
+
+
+@pytest.mark.parametrize(
+    ("room", "ready", "wakes"),
+    [
+        (1, 1, False),  # a one-job worker: the claim filled its slot, nothing for the main loop to do
+        (2, 1, True),  # room left over: the main loop may find more (or a burst worker its end)
+        (1, 0, True),  # nothing came back: the main loop polls (a burst worker exits)
+    ],
+)
+def test_the_main_loop_is_woken_after_a_write_unless_its_claim_filled_the_room(
+    queue: Queue, room: int, ready: int, wakes: bool
+) -> None:
+    held = Rows(queue, "held")  # the job being finished; "rt" jobs wait to be claimed
+    for _ in range(ready):
+        Rows(queue, "rt").pending()
+    taken: list[list[ClaimedJob]] = []
+    told: list[bool] = []
+    gate = ClaimGate(ClaimRoom("w-rt", ["rt"], 30.0, lambda: room, lambda jobs, _s: taken.append(jobs)))
+    finisher = Finisher(
+        queue, lambda _answers, wake: told.append(wake), lambda: False, lambda: None, gate=gate, inline=True
+    )
+    assert finisher.submit(_decided(held.running(), Decision(Outcome.SUCCEEDED)))  # written inline
+    assert told == [wakes]
+    assert [len(jobs) for jobs in taken] == [ready]
 
 
 def test_the_finisher_claims_with_its_write_and_a_lost_lease_is_reported_lost(queue: Queue) -> None:
