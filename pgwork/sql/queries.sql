@@ -12,9 +12,35 @@ SELECT coalesce(max(version), 0) AS version FROM pgwork.schema_version;
 -- name: schema_exists :scalar
 SELECT to_regclass('pgwork.schema_version') IS NOT NULL AS present;
 
--- name: migrate_lock :exec
--- Held until the migrating transaction ends, so concurrent migrators run one after another.
-SELECT pg_advisory_xact_lock(hashtext('pgwork.migrate'));
+-- name: migrate_try_lock :scalar
+-- Concurrent migrators run one after another. A session lock, because a no-transaction migration
+-- spans many transactions; taken by polling in autocommit, so a waiter holds no snapshot that a
+-- CREATE INDEX CONCURRENTLY of the holder would wait for (blocking in pg_advisory_lock inside a
+-- statement would, and the two would deadlock). The key is the one pgwork before version 24 took
+-- with pg_advisory_xact_lock: session and transaction advisory locks conflict, so old and new
+-- migrators still exclude each other.
+SELECT pg_try_advisory_lock(hashtext('pgwork.migrate')) AS locked;
+
+-- name: migrate_unlock :exec
+SELECT pg_advisory_unlock(hashtext('pgwork.migrate'));
+
+-- name: migrate_lock_holder :one
+-- Who holds the migration lock, for the message of a migrator that gave up waiting.
+SELECT a.pid, a.application_name, round(extract(epoch FROM now() - a.backend_start))::bigint AS connected_s
+  FROM pg_catalog.pg_locks AS l
+  JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_catalog.pg_database
+                                                                WHERE datname = current_database())
+   AND l.objid = (hashtext('pgwork.migrate')::bigint & 4294967295)::oid
+ LIMIT 1;
+
+-- name: index_valid :scalar
+-- NULL: no such index; false: a CREATE/DROP INDEX CONCURRENTLY was interrupted and left it invalid.
+SELECT i.indisvalid AS valid
+  FROM pg_catalog.pg_index AS i
+  JOIN pg_catalog.pg_class AS c ON c.oid = i.indexrelid
+  JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+ WHERE n.nspname = %(schema)s AND c.relname = %(index)s;
 
 -- name: migrate_bootstrap :exec
 CREATE SCHEMA IF NOT EXISTS pgwork;
