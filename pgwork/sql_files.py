@@ -206,6 +206,8 @@ def check_transactional(text: str, where: str = "migration") -> None:
     """ValueError unless a migration without the marker can run in a transaction (pure): no
     directive but the marker on the first line, and no CONCURRENTLY outside comments."""
     for number, raw in enumerate(text.splitlines(), start=1):
+        if raw.strip() == NO_TRANSACTION:
+            raise _refuse(where, number, f"`{NO_TRANSACTION}` belongs on the first line, once")
         if _DIRECTIVE.match(raw):
             raise _refuse(where, number, f"unknown directive {raw.strip()!r}; the only one is `{NO_TRANSACTION}`")
         if re.search(r"\bCONCURRENTLY\b", raw.split("--", 1)[0], re.IGNORECASE):
