@@ -156,8 +156,13 @@ def _run_step(conn: AnyConnection, step: sql_files.Step) -> None:
     """One statement of a no-transaction migration, in autocommit. An interrupted CREATE INDEX
     CONCURRENTLY leaves an invalid index of that name, which IF NOT EXISTS would keep: it is
     dropped first and built again."""
-    if step.kind == "create" and statements.scalar(conn, "index_valid", {"schema": step.schema, "index": step.index}) is False:
-        log.warning("index %s.%s is invalid (an interrupted build); dropping it to build it again", step.schema, step.index)
+    if (
+        step.kind == "create"
+        and statements.scalar(conn, "index_valid", {"schema": step.schema, "index": step.index}) is False
+    ):
+        log.warning(
+            "index %s.%s is invalid (an interrupted build); dropping it to build it again", step.schema, step.index
+        )
         conn.execute(
             psycopg.sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
                 psycopg.sql.Identifier(step.schema, step.index)

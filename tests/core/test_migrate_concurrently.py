@@ -71,7 +71,9 @@ def test_two_migrators_racing_while_one_builds_an_index_concurrently_both_finish
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     version = _with_extra(
-        monkeypatch, sql_files.NO_TRANSACTION + "\nCREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_race_idx ON pgwork.jobs (job_type);\n"
+        monkeypatch,
+        sql_files.NO_TRANSACTION
+        + "\nCREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_race_idx ON pgwork.jobs (job_type);\n",
     )
     first: dict[str, Any] = {}
     second: dict[str, Any] = {}
@@ -130,4 +132,6 @@ def test_a_build_interrupted_half_way_is_not_recorded_and_the_next_run_rebuilds_
     assert _versions(dsn).count(version) == 1
     assert (_valid(dsn, "jobs_first_idx"), _valid(dsn, "jobs_once_idx")) == (True, True)
     with psycopg.connect(dsn) as conn, pytest.raises(psycopg.errors.UniqueViolation):
-        conn.execute("INSERT INTO pgwork.jobs (job_type, idempotency_key) VALUES ('twice', 'c')")  # the rebuilt index is the unique one
+        conn.execute(
+            "INSERT INTO pgwork.jobs (job_type, idempotency_key) VALUES ('twice', 'c')"
+        )  # the rebuilt index is the unique one

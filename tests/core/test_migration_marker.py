@@ -21,15 +21,16 @@ M = NO_TRANSACTION + "\n"
             [("drop", "pgwork", "jobs_claim_idx", "DROP INDEX CONCURRENTLY IF EXISTS pgwork.jobs_claim_idx")],
         ),
         (
-            "-- why, in a comment of its own\n\ncreate index concurrently if not exists Jobs_X ON pgwork.jobs (job_type)"
-            "\n    WHERE status = 'pending';\nDROP INDEX CONCURRENTLY IF EXISTS pgwork.old;\n",
+            "-- why, in a comment of its own\n\n"
+            "create index concurrently if not exists Jobs_X ON pgwork.jobs (job_type)\n"
+            "    WHERE status = 'pending';\n"
+            "DROP INDEX CONCURRENTLY IF EXISTS pgwork.old;\n",
             [
                 (
                     "create",
                     "pgwork",
                     "jobs_x",
-                    "create index concurrently if not exists Jobs_X ON pgwork.jobs (job_type) "
-                    "WHERE status = 'pending'",
+                    "create index concurrently if not exists Jobs_X ON pgwork.jobs (job_type) WHERE status = 'pending'",
                 ),
                 ("drop", "pgwork", "old", "DROP INDEX CONCURRENTLY IF EXISTS pgwork.old"),
             ],
@@ -67,8 +68,9 @@ def test_accepted(body: str, steps: list[tuple[str, str, str, str]]) -> None:
     ],
 )
 def test_refused(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match="^migration 0009_x.sql, ") as caught:
+    with pytest.raises(ValueError) as caught:
         parse_no_transaction(text, "migration 0009_x.sql")
+    assert str(caught.value).startswith("migration 0009_x.sql, ")
     assert message in str(caught.value)
 
 
@@ -78,7 +80,10 @@ def test_refused(text: str, message: str) -> None:
         ("CREATE INDEX CONCURRENTLY a ON pgwork.jobs (x);", "line 1: CONCURRENTLY cannot run in a transaction"),
         ("SELECT 1;\n  drop index concurrently pgwork.a;", "line 2: CONCURRENTLY cannot run"),
         ("-- pgwork: no-transactions\nDROP INDEX pgwork.a;", "line 1: unknown directive"),
-        ("SELECT 1;\n-- pgwork: no-transaction\nDROP INDEX CONCURRENTLY IF EXISTS pgwork.a;", "line 2: `-- pgwork: no-tr"),
+        (
+            "SELECT 1;\n-- pgwork: no-transaction\nDROP INDEX CONCURRENTLY IF EXISTS pgwork.a;",
+            "line 2: `-- pgwork: no-tr",
+        ),
     ],
 )
 def test_an_ordinary_migration_refuses_what_needs_the_marker(text: str, message: str) -> None:
@@ -87,7 +92,9 @@ def test_an_ordinary_migration_refuses_what_needs_the_marker(text: str, message:
 
 
 def test_an_ordinary_migration_may_name_concurrently_in_comments() -> None:
-    check_transactional("-- built CONCURRENTLY by a later version\nCREATE INDEX a ON pgwork.jobs (x); -- CONCURRENTLY\n")
+    check_transactional(
+        "-- built CONCURRENTLY by a later version\nCREATE INDEX a ON pgwork.jobs (x); -- CONCURRENTLY\n"
+    )
 
 
 def test_every_shipped_migration_parses_and_24_is_the_first_without_a_transaction() -> None:
