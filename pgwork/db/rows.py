@@ -240,7 +240,7 @@ class ConnectionLimits:
 class LockHolder:
     pid: int
     application_name: str
-    connected_s: int
+    held_s: int
 
 
 @dataclass(frozen=True)

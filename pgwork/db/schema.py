@@ -7,7 +7,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import LiteralString
 
 import psycopg
@@ -75,13 +75,8 @@ def migrate(dsn: str, *, lock_wait: float = LOCK_WAIT_SECONDS) -> list[int]:
         if current == latest:
             return []
         try:
-            _lock(conn, lock_wait)
-            try:
+            with _migration_lock(dsn, lock_wait):
                 return _apply(conn, latest)
-            finally:
-                # Closing the session releases the lock too; a failed unlock must not hide the error.
-                with contextlib.suppress(psycopg.Error):
-                    statements.execute(conn, "migrate_unlock")
         except psycopg.errors.InsufficientPrivilege as exc:
             where = f"at pgwork schema version {current} of {latest}" if current >= 0 else "not readable"
             raise NotMigrated(
@@ -102,25 +97,39 @@ def batches(pending: Sequence[sql_files.Migration]) -> list[list[sql_files.Migra
     return out
 
 
-def _lock(conn: AnyConnection, lock_wait: float) -> None:
-    """Take the migration lock, polling in autocommit: between polls this session holds no
-    snapshot, so the holder's CREATE INDEX CONCURRENTLY does not wait for it."""
-    deadline = time.monotonic() + lock_wait
-    while not statements.scalar(conn, "migrate_try_lock"):
-        if time.monotonic() >= deadline:
-            holder = statements.one(conn, "migrate_lock_holder", None, LockHolder)
-            who = (
-                f"pid {holder.pid} ({holder.application_name or 'no application name'}, "
-                f"connected {holder.connected_s} s)"
-                if holder
-                else "another session"
-            )
-            raise MigrationLocked(
-                f"database {conn.info.dbname!r}: {who} has held the pgwork migration lock for the "
-                f"{lock_wait:g} s this migrate waited; an index build on a big table can take longer. "
-                "Let it finish and run `pgwork migrate` again, or wait longer with --lock-wait SECONDS"
-            )
-        time.sleep(LOCK_POLL_SECONDS)
+@contextlib.contextmanager
+def _migration_lock(dsn: str, lock_wait: float) -> Iterator[None]:
+    """Hold the migration lock while the block runs, in a transaction of a connection of its own
+    (see migrate_try_lock), polling for it at most `lock_wait` seconds."""
+    with connect(dsn, autocommit=False, application_name="pgwork-migrate") as holder:
+        deadline = time.monotonic() + lock_wait
+        while not statements.scalar(holder, "migrate_try_lock"):
+            holder.rollback()  # no transaction, no snapshot while waiting
+            if time.monotonic() >= deadline:
+                raise _locked(holder, lock_wait)
+            time.sleep(LOCK_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            # Ending the transaction releases the lock; so does closing the connection, so a
+            # failure here must not hide the block's own error.
+            with contextlib.suppress(psycopg.Error):
+                holder.rollback()
+
+
+def _locked(conn: AnyConnection, lock_wait: float) -> MigrationLocked:
+    holder = statements.one(conn, "migrate_lock_holder", None, LockHolder)
+    conn.rollback()
+    who = (
+        f"pid {holder.pid} ({holder.application_name or 'no application name'}) has held the pgwork migration "
+        f"lock for {holder.held_s} s"
+        if holder
+        else "another session holds the pgwork migration lock"
+    )
+    return MigrationLocked(
+        f"database {conn.info.dbname!r}: {who}; this migrate waited {lock_wait:g} s. An index build on a big "
+        "table can take longer: let it finish and run `pgwork migrate` again, or wait longer with --lock-wait"
+    )
 
 
 def _apply(conn: AnyConnection, latest: int) -> list[int]:

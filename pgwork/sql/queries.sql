@@ -13,20 +13,18 @@ SELECT coalesce(max(version), 0) AS version FROM pgwork.schema_version;
 SELECT to_regclass('pgwork.schema_version') IS NOT NULL AS present;
 
 -- name: migrate_try_lock :scalar
--- Concurrent migrators run one after another. A session lock, because a no-transaction migration
--- spans many transactions; taken by polling in autocommit, so a waiter holds no snapshot that a
--- CREATE INDEX CONCURRENTLY of the holder would wait for (blocking in pg_advisory_lock inside a
--- statement would, and the two would deadlock). The key is the one pgwork before version 24 took
--- with pg_advisory_xact_lock: session and transaction advisory locks conflict, so old and new
--- migrators still exclude each other.
-SELECT pg_try_advisory_lock(hashtext('pgwork.migrate')) AS locked;
-
--- name: migrate_unlock :exec
-SELECT pg_advisory_unlock(hashtext('pgwork.migrate'));
+-- Concurrent migrators run one after another. The lock is a transaction's, held by a connection of
+-- its own while another applies the migrations (some outside any transaction), so it works through
+-- a transaction-mode pooler (the open transaction keeps its server connection). Taken by polling:
+-- between polls a waiter holds no snapshot, and after it the holder's transaction holds none either
+-- (READ COMMITTED, no xid), so neither stalls a CREATE INDEX CONCURRENTLY, which waits for every
+-- older snapshot (a waiter blocked inside pg_advisory_xact_lock holds one: the two would deadlock).
+-- The key is the one pgwork took before version 24, so old and new migrators exclude each other.
+SELECT pg_try_advisory_xact_lock(hashtext('pgwork.migrate')) AS locked;
 
 -- name: migrate_lock_holder :one
 -- Who holds the migration lock, for the message of a migrator that gave up waiting.
-SELECT a.pid, a.application_name, round(extract(epoch FROM now() - a.backend_start))::bigint AS connected_s
+SELECT a.pid, a.application_name, round(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start)))::bigint AS held_s
   FROM pg_catalog.pg_locks AS l
   JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
  WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_catalog.pg_database

@@ -87,7 +87,8 @@ def test_two_migrators_racing_while_one_builds_an_index_concurrently_both_finish
         wait_for(lambda: _sessions(dsn, "query LIKE 'CREATE INDEX CONCURRENTLY%'") == 1, what="the build waiting")
         b = threading.Thread(target=_migrate_into, args=(dsn, second))
         b.start()
-        wait_for(lambda: _sessions(dsn, "query LIKE '%pg_try_advisory_lock%'") == 1, what="the second waiting")
+        # Each migrator: one connection that applies, one that holds (or waits for) the lock.
+        wait_for(lambda: _sessions(dsn, "true") == 4, what="the second waiting")
         reader.rollback()
     # The second, had it blocked holding a snapshot, would have deadlocked the build: both end.
     for t in (a, b):
@@ -101,13 +102,15 @@ def test_two_migrators_racing_while_one_builds_an_index_concurrently_both_finish
 
 def test_a_migrator_that_waits_too_long_for_the_lock_says_who_holds_it(empty_dsn: str) -> None:
     at_version(empty_dsn, DROPS.version - 1)
-    with psycopg.connect(empty_dsn, autocommit=True, application_name="other-migrate") as holder:
+    with psycopg.connect(empty_dsn, application_name="other-migrate") as holder:
         pid = holder.info.backend_pid
-        holder.execute("SELECT pg_advisory_lock(hashtext('pgwork.migrate'))")
-        with pytest.raises(MigrationLocked, match=rf"pid {pid} \(other-migrate, connected \d+ s\) has held"):
+        holder.execute("SELECT pg_advisory_xact_lock(hashtext('pgwork.migrate'))")  # as pgwork < 24 took it
+        with pytest.raises(
+            MigrationLocked, match=rf"pid {pid} \(other-migrate\) has held the pgwork migration lock for \d+ s"
+        ):
             migrate(empty_dsn, lock_wait=0.3)
     assert _versions(empty_dsn)[-1] == DROPS.version - 1
-    assert migrate(empty_dsn, lock_wait=0.3) == [DROPS.version]  # the lock went with its session
+    assert migrate(empty_dsn, lock_wait=0.3) == [DROPS.version]  # the lock went with its transaction
 
 
 def test_a_build_interrupted_half_way_is_not_recorded_and_the_next_run_rebuilds_the_invalid_index(
