@@ -118,8 +118,8 @@ def main() -> None:
             c.execute("VACUUM ANALYZE pgwork.jobs")
         found: dict[str, list[tuple[float, float, float]]] = {"migrate": [], "plain": []}
         for _ in range(args.rounds):
-            for way in found:
-                found[way].append(_round(dsn, way, args.hold))
+            for way, rows in found.items():
+                rows.append(_round(dsn, way, args.hold))
 
         def cell(xs: list[float]) -> str:
             ms = sorted(x * 1000 for x in xs)
@@ -128,7 +128,8 @@ def main() -> None:
         for way, rows in found.items():
             label = "pgwork migrate (24, CONCURRENTLY)" if way == "migrate" else "plain DROP INDEX (control)"
             print(
-                f"{args.pending:,} pending, report holding {args.hold:g} s, {label}: drop {cell([r[0] for r in rows])}; "
+                f"{args.pending:,} pending, report holding {args.hold:g} s, {label}: "
+                f"drop {cell([r[0] for r in rows])}; "
                 f"longest insert {cell([r[1] for r in rows])}; longest claim+finish {cell([r[2] for r in rows])}",
                 flush=True,
             )
