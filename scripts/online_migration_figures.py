@@ -6,7 +6,7 @@ inserts a job every few ms and a worker claims and finishes, each timing its sta
 opens a transaction that reads pgwork.jobs and keeps it open for --hold seconds; meanwhile the two
 indexes are dropped either by `pgwork migrate` (migration 24: DROP INDEX CONCURRENTLY) or, as the
 control, by a plain `DROP INDEX` in a transaction (what a migration inside the migrating
-transaction does). Printed per way, median [min-max] over the rounds (interleaved): the drop's wall
+transaction does), or, for the noise floor, not at all while the report holds. Printed per way, median [min-max] over the rounds (interleaved): the drop's wall
 time, the producer's and the worker's longest statement while it ran. Between rounds the indexes
 are built again (CONCURRENTLY, untimed) and version 24 is forgotten.
 
@@ -79,6 +79,8 @@ def _round(dsn: str, way: str, hold: float) -> tuple[float, float, float]:
         t0 = time.perf_counter()
         if way == "migrate":
             assert migrate(dsn) == [24]
+        elif way == "none":
+            timer.join()
         else:
             with psycopg.connect(dsn) as c:
                 c.execute(PLAIN)
@@ -89,7 +91,7 @@ def _round(dsn: str, way: str, hold: float) -> tuple[float, float, float]:
         t.join()
     during = (producer.longest, worker.longest)
     with psycopg.connect(dsn, autocommit=True) as c:
-        for statement in REBUILD:
+        for statement in REBUILD:  # no-ops after "none"
             c.execute(statement)
         c.execute("DELETE FROM pgwork.schema_version WHERE version = 24")
     return took, *during
@@ -116,7 +118,7 @@ def main() -> None:
             c.execute(SEED, {"n": args.pending})
             c.execute(FINISHED, {"n": args.pending})
             c.execute("VACUUM ANALYZE pgwork.jobs")
-        found: dict[str, list[tuple[float, float, float]]] = {"migrate": [], "plain": []}
+        found: dict[str, list[tuple[float, float, float]]] = {"none": [], "migrate": [], "plain": []}
         for _ in range(args.rounds):
             for way, rows in found.items():
                 rows.append(_round(dsn, way, args.hold))
@@ -126,7 +128,11 @@ def main() -> None:
             return f"{statistics.median(ms):.0f} [{ms[0]:.0f}-{ms[-1]:.0f}] ms"
 
         for way, rows in found.items():
-            label = "pgwork migrate (24, CONCURRENTLY)" if way == "migrate" else "plain DROP INDEX (control)"
+            label = {
+                "none": "nothing dropped (the noise floor)",
+                "migrate": "pgwork migrate (24, CONCURRENTLY)",
+                "plain": "plain DROP INDEX (control)",
+            }[way]
             print(
                 f"{args.pending:,} pending, report holding {args.hold:g} s, {label}: "
                 f"drop {cell([r[0] for r in rows])}; "
