@@ -6,8 +6,9 @@ inserts a job every few ms and a worker claims and finishes, each timing its sta
 opens a transaction that reads pgwork.jobs and keeps it open for --hold seconds; meanwhile the two
 indexes are dropped either by `pgwork migrate` (migration 24: DROP INDEX CONCURRENTLY) or, as the
 control, by a plain `DROP INDEX` in a transaction (what a migration inside the migrating
-transaction does), or, for the noise floor, not at all while the report holds. Printed per way, median [min-max] over the rounds (interleaved): the drop's wall
-time, the producer's and the worker's longest statement while it ran. Between rounds the indexes
+transaction does), or, for the noise floor, not at all while the report holds. Printed per way,
+median [min-max] over the rounds (interleaved): the drop's wall time, the producer's and the
+worker's longest statement while it ran. Between rounds the indexes
 are built again (CONCURRENTLY, untimed) and version 24 is forgotten.
 
     python scripts/online_migration_figures.py --dsn postgresql://postgres@127.0.0.1:5432/postgres [--pending 1000000]
