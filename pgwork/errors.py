@@ -33,6 +33,10 @@ class SchemaTooNew(DatabaseError):
     pass
 
 
+class MigrationLocked(DatabaseError):
+    """Another migrator held the migration lock for longer than this one would wait."""
+
+
 class Unreachable(DatabaseError):
     pass
 

@@ -110,10 +110,120 @@ def query(name: str) -> LiteralString:
 
 
 @dataclass(frozen=True)
+class Step:
+    """One statement of a no-transaction migration: build or drop one index concurrently."""
+
+    kind: str  # "create" or "drop"
+    schema: str  # the index's schema (a CREATE names the table's: the index lives beside it)
+    index: str
+    sql: LiteralString
+
+
+@dataclass(frozen=True)
 class Migration:
     version: int
     name: str
     sql: LiteralString
+    # Empty: the migration runs in the migrating transaction. Otherwise it carries the marker and
+    # these statements run one by one in autocommit (parse_no_transaction).
+    steps: tuple[Step, ...] = ()
+
+    @property
+    def transactional(self) -> bool:
+        return not self.steps
+
+
+# The first line of a migration whose statements must run outside a transaction: CREATE/DROP
+# INDEX CONCURRENTLY, which PostgreSQL refuses inside one, and which leave writers running.
+NO_TRANSACTION = "-- pgwork: no-transaction"
+_DIRECTIVE = re.compile(r"^\s*--\s*pgwork\s*:", re.IGNORECASE)
+_IDENT = r"[a-z_][a-z0-9_]*"
+_CREATE = re.compile(
+    rf"CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+IF\s+NOT\s+EXISTS\s+(?P<index>{_IDENT})\s+"
+    rf"ON\s+(?P<schema>{_IDENT})\.{_IDENT}\b.*",
+    re.IGNORECASE | re.DOTALL,
+)
+_DROP = re.compile(
+    rf"DROP\s+INDEX\s+CONCURRENTLY\s+IF\s+EXISTS\s+(?P<schema>{_IDENT})\.(?P<index>{_IDENT})", re.IGNORECASE
+)
+_ALLOWED = (
+    "only `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON schema.table ...;` and "
+    "`DROP INDEX CONCURRENTLY IF EXISTS schema.name;` may run outside a transaction; put anything else "
+    "in a migration of its own without the marker"
+)
+
+
+def _refuse(where: str, line: int, problem: str) -> ValueError:
+    return ValueError(f"{where}, line {line}: {problem}")
+
+
+def parse_no_transaction(text: str, where: str = "migration") -> tuple[Step, ...]:
+    """The statements of a migration that begins with NO_TRANSACTION, or ValueError naming the
+    line and the fix (pure). Statements end with `;` at the end of a line; whole-line comments
+    and blank lines may stand between them. Nothing but index builds and drops, each idempotent,
+    is accepted: the migrator splits the file by lines, never by parsing SQL, and reruns it
+    whole after an interruption."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != NO_TRANSACTION:
+        raise _refuse(where, 1, f"a no-transaction migration begins with the line `{NO_TRANSACTION}`")
+    found: list[tuple[int, str]] = []
+    parts: list[str] = []
+    start = 0
+    for number, raw in enumerate(lines[1:], start=2):
+        line = raw.strip()
+        if _DIRECTIVE.match(line):
+            raise _refuse(where, number, f"`{NO_TRANSACTION}` belongs on the first line, once")
+        if not line or line.startswith("--"):
+            continue
+        if "--" in line or "/*" in line:
+            raise _refuse(where, number, "comments go on lines of their own")
+        if ";" in line[:-1]:
+            raise _refuse(where, number, "one statement per `;`, and the `;` ends its line")
+        if not parts:
+            start = number
+        parts.append(line.removesuffix(";"))
+        if line.endswith(";"):
+            found.append((start, " ".join(parts)))
+            parts = []
+    if parts:
+        raise _refuse(where, start, "the statement does not end with `;` at the end of a line")
+    if not found:
+        raise _refuse(where, 1, f"holds no statement; {_ALLOWED}")
+    return tuple(_step(where, number, statement) for number, statement in found)
+
+
+def _step(where: str, number: int, statement: str) -> Step:
+    for kind, pattern in (("create", _CREATE), ("drop", _DROP)):
+        match = pattern.fullmatch(statement)
+        if match is not None:
+            # The text comes from files shipped inside the package, never from input (mypy reads
+            # LiteralString as str, so no cast is needed to say so).
+            return Step(kind, match["schema"].lower(), match["index"].lower(), statement)
+    head = " ".join(statement.split()[:3])
+    raise _refuse(where, number, f"`{head} ...` is refused: {_ALLOWED}")
+
+
+def check_transactional(text: str, where: str = "migration") -> None:
+    """ValueError unless a migration without the marker can run in a transaction (pure): no
+    directive but the marker on the first line, and no CONCURRENTLY outside comments."""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if raw.strip() == NO_TRANSACTION:
+            raise _refuse(where, number, f"`{NO_TRANSACTION}` belongs on the first line, once")
+        if _DIRECTIVE.match(raw):
+            raise _refuse(where, number, f"unknown directive {raw.strip()!r}; the only one is `{NO_TRANSACTION}`")
+        if re.search(r"\bCONCURRENTLY\b", raw.split("--", 1)[0], re.IGNORECASE):
+            raise _refuse(
+                where, number, f"CONCURRENTLY cannot run in a transaction; begin the file with `{NO_TRANSACTION}`"
+            )
+
+
+def parse_migration(version: int, name: str, text: LiteralString) -> Migration:
+    """A migration file's contents, checked (pure)."""
+    where = f"migration {version:04d}_{name}.sql"
+    if text.split("\n", 1)[0].strip() == NO_TRANSACTION:
+        return Migration(version, name, text, parse_no_transaction(text, where))
+    check_transactional(text, where)
+    return Migration(version, name, text)
 
 
 @cache
@@ -125,7 +235,7 @@ def migrations() -> tuple[Migration, ...]:
         if match is None:
             continue
         text: LiteralString = entry.read_text(encoding="utf-8")
-        found.append(Migration(int(match.group(1)), match.group(2), text))
+        found.append(parse_migration(int(match.group(1)), match.group(2), text))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):

@@ -78,7 +78,8 @@ def migration(admin: str, pending: int) -> None:
     name = "pgwork_ring_migration"
     dsn = _database(admin, name)
     try:
-        at_version(dsn, sql_files.latest_version() - 1)
+        [ring] = [m.version for m in sql_files.migrations() if m.name == "ready_ring"]
+        at_version(dsn, ring - 1)
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute(SEED, {"n": pending})
             c.execute(FINISHED, {"n": pending})

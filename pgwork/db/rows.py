@@ -237,6 +237,13 @@ class ConnectionLimits:
 
 
 @dataclass(frozen=True)
+class LockHolder:
+    pid: int
+    application_name: str
+    held_s: int
+
+
+@dataclass(frozen=True)
 class RoleFacts:
     rolname: str
     rolsuper: bool

@@ -3,8 +3,11 @@ claim statement back from the installed function."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+import time
+from collections.abc import Iterator, Sequence
 from typing import LiteralString
 
 import psycopg
@@ -12,8 +15,8 @@ import psycopg
 from pgwork import sql_files
 from pgwork.db import statements
 from pgwork.db.connect import AnyConnection, check_encoding, connect, first_error_line
-from pgwork.db.rows import RoleFacts
-from pgwork.errors import InvalidArgument, NotMigrated, SchemaTooNew
+from pgwork.db.rows import LockHolder, RoleFacts
+from pgwork.errors import InvalidArgument, MigrationLocked, NotMigrated, SchemaTooNew
 
 log = logging.getLogger("pgwork.db")
 
@@ -44,50 +47,137 @@ def check_version(version: int, dbname: str) -> None:
         )
 
 
-def migrate(dsn: str) -> list[int]:
-    """Apply the migrations the database lacks, in one transaction under an advisory lock.
+# How long a migrator waits for another to finish before giving up, and how often it looks.
+LOCK_WAIT_SECONDS = 600.0
+LOCK_POLL_SECONDS = 0.2
+
+
+def migrate(dsn: str, *, lock_wait: float = LOCK_WAIT_SECONDS) -> list[int]:
+    """Apply the migrations the database lacks, under an advisory lock.
 
     Ten pods starting at once migrate once: the first takes the lock and applies; the others
-    wait on the lock, then find nothing left to do. Returns the versions this call applied.
-    A schema already current is a no-op needing no DDL rights (a worker pod's migrate init
-    container, run under the worker role, succeeds); a schema behind with a role that cannot
-    change it is one line naming the fix.
+    wait for the lock (at most `lock_wait` seconds), then find nothing left to do. Returns the
+    versions this call applied. Consecutive ordinary migrations apply in one transaction; a
+    no-transaction migration (sql_files.NO_TRANSACTION) runs statement by statement between
+    them and is recorded once all its statements succeeded. A schema already current is a no-op
+    needing no DDL rights (a worker pod's migrate init container, run under the worker role,
+    succeeds); a schema behind with a role that cannot change it is one line naming the fix.
     """
     latest = sql_files.latest_version()
-    with connect(dsn, autocommit=False, application_name="pgwork-migrate") as conn:
+    with connect(dsn, autocommit=True, application_name="pgwork-migrate") as conn:
         check_encoding(conn)
-        conn.commit()
         try:
             current = schema_version(conn)
         except psycopg.errors.InsufficientPrivilege:
             current = -1  # unknown: the lock and the DDL below say whether this role may migrate
-        conn.rollback()
         if current > latest:
             raise _too_new(conn, current, latest)
         if current == latest:
             return []
         try:
-            with conn.transaction():
-                statements.execute(conn, "migrate_lock")
-                statements.execute(conn, "migrate_bootstrap")
-                current = schema_version(conn)
-                if current > latest:
-                    raise _too_new(conn, current, latest)
-                applied: list[int] = []
-                for migration in sql_files.migrations():
-                    if migration.version <= current:
-                        continue
-                    conn.execute(migration.sql)
-                    statements.execute(conn, "migrate_record", {"version": migration.version, "name": migration.name})
-                    applied.append(migration.version)
-                    log.info("applied migration %04d_%s", migration.version, migration.name)
+            with _migration_lock(dsn, lock_wait):
+                return _apply(conn, latest)
         except psycopg.errors.InsufficientPrivilege as exc:
             where = f"at pgwork schema version {current} of {latest}" if current >= 0 else "not readable"
             raise NotMigrated(
                 f"database {conn.info.dbname!r} is {where} and role {conn.info.user!r} cannot change the schema "
                 f"({first_error_line(exc)}); run `pgwork migrate` as the role that owns schema pgwork"
             ) from None
-        return applied
+
+
+def batches(pending: Sequence[sql_files.Migration]) -> list[list[sql_files.Migration]]:
+    """`pending` in order, cut into what runs together (pure): runs of ordinary migrations share
+    one transaction; each no-transaction migration stands alone."""
+    out: list[list[sql_files.Migration]] = []
+    for migration in pending:
+        if out and migration.transactional and out[-1][-1].transactional:
+            out[-1].append(migration)
+        else:
+            out.append([migration])
+    return out
+
+
+@contextlib.contextmanager
+def _migration_lock(dsn: str, lock_wait: float) -> Iterator[None]:
+    """Hold the migration lock while the block runs, in a transaction of a connection of its own
+    (see migrate_try_lock), polling for it at most `lock_wait` seconds."""
+    with connect(dsn, autocommit=False, application_name="pgwork-migrate") as holder:
+        deadline = time.monotonic() + lock_wait
+        while not statements.scalar(holder, "migrate_try_lock"):
+            holder.rollback()  # no transaction, no snapshot while waiting
+            if time.monotonic() >= deadline:
+                raise _locked(holder, lock_wait)
+            time.sleep(LOCK_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            # Ending the transaction releases the lock; so does closing the connection, so a
+            # failure here must not hide the block's own error.
+            with contextlib.suppress(psycopg.Error):
+                holder.rollback()
+
+
+def _locked(conn: AnyConnection, lock_wait: float) -> MigrationLocked:
+    holder = statements.one(conn, "migrate_lock_holder", None, LockHolder)
+    conn.rollback()
+    who = (
+        f"pid {holder.pid} ({holder.application_name or 'no application name'}) has held the pgwork migration "
+        f"lock for {holder.held_s} s"
+        if holder
+        else "another session holds the pgwork migration lock"
+    )
+    return MigrationLocked(
+        f"database {conn.info.dbname!r}: {who}; this migrate waited {lock_wait:g} s. An index build on a big "
+        "table can take longer: let it finish and run `pgwork migrate` again, or wait longer with --lock-wait"
+    )
+
+
+def _apply(conn: AnyConnection, latest: int) -> list[int]:
+    with conn.transaction():
+        statements.execute(conn, "migrate_bootstrap")
+        current = schema_version(conn)
+    if current > latest:
+        raise _too_new(conn, current, latest)
+    applied: list[int] = []
+    for batch in batches([m for m in sql_files.migrations() if m.version > current]):
+        if batch[0].transactional:
+            with conn.transaction():
+                for migration in batch:
+                    conn.execute(migration.sql)
+                    _record(conn, migration)
+        else:
+            [migration] = batch
+            for step in migration.steps:
+                _run_step(conn, step)
+            with conn.transaction():
+                _record(conn, migration)
+        for migration in batch:
+            applied.append(migration.version)
+            log.info("applied migration %04d_%s", migration.version, migration.name)
+    return applied
+
+
+def _record(conn: AnyConnection, migration: sql_files.Migration) -> None:
+    statements.execute(conn, "migrate_record", {"version": migration.version, "name": migration.name})
+
+
+def _run_step(conn: AnyConnection, step: sql_files.Step) -> None:
+    """One statement of a no-transaction migration, in autocommit. An interrupted CREATE INDEX
+    CONCURRENTLY leaves an invalid index of that name, which IF NOT EXISTS would keep: it is
+    dropped first and built again."""
+    if (
+        step.kind == "create"
+        and statements.scalar(conn, "index_valid", {"schema": step.schema, "index": step.index}) is False
+    ):
+        log.warning(
+            "index %s.%s is invalid (an interrupted build); dropping it to build it again", step.schema, step.index
+        )
+        conn.execute(
+            psycopg.sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(
+                psycopg.sql.Identifier(step.schema, step.index)
+            )
+        )
+    conn.execute(step.sql)
 
 
 def _too_new(conn: AnyConnection, current: int, latest: int) -> SchemaTooNew:

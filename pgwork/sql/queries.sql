@@ -12,9 +12,33 @@ SELECT coalesce(max(version), 0) AS version FROM pgwork.schema_version;
 -- name: schema_exists :scalar
 SELECT to_regclass('pgwork.schema_version') IS NOT NULL AS present;
 
--- name: migrate_lock :exec
--- Held until the migrating transaction ends, so concurrent migrators run one after another.
-SELECT pg_advisory_xact_lock(hashtext('pgwork.migrate'));
+-- name: migrate_try_lock :scalar
+-- Concurrent migrators run one after another. The lock is a transaction's, held by a connection of
+-- its own while another applies the migrations (some outside any transaction), so it works through
+-- a transaction-mode pooler (the open transaction keeps its server connection). Taken by polling:
+-- between polls a waiter holds no snapshot, and after it the holder's transaction holds none either
+-- (READ COMMITTED, no xid), so neither stalls a CREATE INDEX CONCURRENTLY, which waits for every
+-- older snapshot (a waiter blocked inside pg_advisory_xact_lock holds one: the two would deadlock).
+-- The key is the one pgwork took before version 24, so old and new migrators exclude each other.
+SELECT pg_try_advisory_xact_lock(hashtext('pgwork.migrate')) AS locked;
+
+-- name: migrate_lock_holder :one
+-- Who holds the migration lock, for the message of a migrator that gave up waiting.
+SELECT a.pid, a.application_name, round(extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start)))::bigint AS held_s
+  FROM pg_catalog.pg_locks AS l
+  JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_catalog.pg_database
+                                                                WHERE datname = current_database())
+   AND l.objid = (hashtext('pgwork.migrate')::bigint & 4294967295)::oid
+ LIMIT 1;
+
+-- name: index_valid :scalar
+-- NULL: no such index; false: a CREATE/DROP INDEX CONCURRENTLY was interrupted and left it invalid.
+SELECT i.indisvalid AS valid
+  FROM pg_catalog.pg_index AS i
+  JOIN pg_catalog.pg_class AS c ON c.oid = i.indexrelid
+  JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+ WHERE n.nspname = %(schema)s AND c.relname = %(index)s;
 
 -- name: migrate_bootstrap :exec
 CREATE SCHEMA IF NOT EXISTS pgwork;

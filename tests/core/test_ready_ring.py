@@ -163,7 +163,9 @@ def _explain(dsn: str, statement: str, params: dict[str, Any]) -> int:
     return _buffers(plan["Plan"])
 
 
-# The claim as it was before migration 23: the first pending job by jobs_claim_idx (still kept).
+# The claim as it was before migration 23: the first pending job by jobs_claim_idx (dropped by
+# migration 24; built here again as the control).
+OLD_CLAIM_INDEX = "CREATE INDEX jobs_claim_idx ON pgwork.jobs (priority, available_at, id) WHERE status = 'pending'"
 OLD_CLAIM = """SELECT c.id FROM pgwork.jobs AS c WHERE c.status = 'pending' AND c.available_at <= now()
                 ORDER BY c.priority, c.available_at, c.id LIMIT 1 FOR UPDATE SKIP LOCKED"""
 
@@ -185,6 +187,8 @@ def _costs(queue: Queue, dsn: str) -> tuple[int, int]:
 @pytest.mark.slow
 @pytest.mark.usefixtures("held_horizon")
 def test_under_a_held_horizon_the_claim_stays_bounded_once_segments_rotate(queue: Queue, dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
+        conn.execute(OLD_CLAIM_INDEX)
     seen: list[tuple[int, int, int]] = []
     churned = 0
     for step in (1500, 1500, 1500):

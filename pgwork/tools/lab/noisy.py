@@ -94,6 +94,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
     out: list[Measurement] = []
     violations: list[str] = []
     lab.reset()
+    lab.run("old_claim_indexes")  # the v3 control's index (dropped from the schema in 24)
     typed = claim_statement(lab.conn)
     v3 = query("v3_claim")
     next_b = 1
@@ -120,4 +121,5 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
             Measurement(NAME, TYPED, x, "claim p95", p95, "ms"),
         ]
         say(f"  {size:>9} pending {A}: Queue.claim for {B}: p50 {p50:.3f} ms, p95 {p95:.3f} ms")
+    lab.run("drop_old_claim_indexes")
     return Outcome(out, violations, len(p.a_pending))

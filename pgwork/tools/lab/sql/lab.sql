@@ -73,6 +73,24 @@ SELECT c.relname AS name, CASE WHEN c.relkind = 'i' THEN 'index' ELSE 'table' EN
 -- The control: the claim's columns indexed over the whole table, history included.
 CREATE INDEX jobs_claim_full_idx ON pgwork.jobs (priority, available_at, id);
 
+-- name: old_claim_indexes
+-- The claim indexes of schema versions 1-23 (jobs_claim_idx, jobs_claim_type_idx), which version 24
+-- dropped once the claim read the ready ring: the history, prune and noisy experiments measure
+-- them as a control. Already there on an older schema (a baseline checkout).
+CREATE INDEX IF NOT EXISTS jobs_claim_idx ON pgwork.jobs (priority, available_at, id) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS jobs_claim_type_idx ON pgwork.jobs (job_type, priority, available_at, id)
+    WHERE status = 'pending';
+
+-- name: drop_old_claim_indexes
+-- The control gone again where the schema has no such indexes, so later experiments' writes do
+-- not maintain them; an older schema's claim still needs them.
+DO $$
+BEGIN
+    IF (SELECT max(version) FROM pgwork.schema_version) >= 24 THEN
+        DROP INDEX IF EXISTS pgwork.jobs_claim_idx, pgwork.jobs_claim_type_idx;
+    END IF;
+END $$;
+
 -- name: drop_full_index
 DROP INDEX pgwork.jobs_claim_full_idx;
 
