@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgwork.errors import InvalidArgument
+from pgwork.jsonshape import check_json, jsonb_text_bytes
 from pgwork.quoting import quoted
-from pgwork.validation import check_json, error_text, jsonb_text_bytes
+from pgwork.validation import error_text
 
 # Enough for "page 3 of 10 (invoice-2024-03.pdf)"; the column's check says the same.
 MAX_NOTE_CHARS = 200

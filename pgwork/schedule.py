@@ -14,7 +14,8 @@ from zoneinfo import ZoneInfo
 
 from pgwork import crontab
 from pgwork.errors import InvalidArgument
-from pgwork.validation import check_int, check_job_type, check_json
+from pgwork.jsonshape import check_json
+from pgwork.validation import check_int, check_job_type
 
 MISSED = ("skip", "catchUp")
 # A tick less than this late is on time: a scheduler polls every few seconds, so a tick it sees

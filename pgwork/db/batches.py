@@ -35,7 +35,7 @@ class DecidedFailure:
 @dataclass(frozen=True)
 class StoredSuccess:
     """A success whose result is already JSON text the results table accepts
-    (pgwork.validation.result_json): serialised once, by the caller that checked it."""
+    (pgwork.jsonshape.result_json): serialised once, by the caller that checked it."""
 
     lease: Lease
     result_json: str

@@ -40,6 +40,7 @@ from pgwork.db.rows import (
 from pgwork.db.schedules import Schedules
 from pgwork.errors import InvalidArgument
 from pgwork.failure import decide_failure
+from pgwork.jsonshape import result_json
 from pgwork.models import (
     CancelReport,
     ClaimedJob,
@@ -60,7 +61,6 @@ from pgwork.validation import (
     check_ids,
     check_int,
     error_text,
-    result_json,
     validate,
 )
 

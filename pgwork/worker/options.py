@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pgwork.durations import MAX_LEASE_SECONDS, MAX_SECONDS, parse_duration
-from pgwork.validation import text_problem
+from pgwork.jsonshape import text_problem
 from pgwork.worker.childpolicy import ISOLATIONS, parse_size
 
 # MODULE, or MODULE:NAME for a pgwork.App object in it.

@@ -18,9 +18,10 @@ from typing import Any
 from pgwork.durations import format_duration
 from pgwork.errors import InvalidArgument
 from pgwork.failure import FailureDecision, decide_failure
+from pgwork.jsonshape import result_json
 from pgwork.models import Completion, FailOutcome
 from pgwork.pipeline import Then, check_then
-from pgwork.validation import JobRow, result_json, validate
+from pgwork.validation import JobRow, validate
 from pgwork.worker.describe import describe_error, error_type, redact_message
 from pgwork.worker.job import PermanentError, StopReason
 

@@ -33,8 +33,8 @@ from opentelemetry import trace
 from pgwork import tracing
 from pgwork.db import Queue
 from pgwork.errors import PgworkError
+from pgwork.jsonshape import result_problem
 from pgwork.models import ClaimedJob
-from pgwork.validation import result_problem
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.calls import Calls

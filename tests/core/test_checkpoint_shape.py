@@ -13,8 +13,8 @@ import pytest
 from pgwork.db import Queue
 from pgwork.decoding import loads
 from pgwork.errors import InvalidArgument
+from pgwork.jsonshape import jsonb_text_bytes
 from pgwork.progress import MAX_CHECKPOINT_BYTES, checkpoint_json
-from pgwork.validation import jsonb_text_bytes
 from tests.support.rows import Rows
 
 
@@ -119,7 +119,7 @@ def test_the_server_refuses_a_result_no_reader_could_decode(queue: Queue, text: 
 
 
 def test_the_client_refuses_the_same_results_and_the_server_takes_the_rest(queue: Queue) -> None:
-    from pgwork.validation import result_json
+    from pgwork.jsonshape import result_json
 
     for refused in (_nested(101), {"n": 10**4300}):
         with pytest.raises(InvalidArgument) as caught:

@@ -21,8 +21,8 @@ from pgwork import jobfile
 from pgwork.db.bulk import copy_text
 from pgwork.errors import InvalidArgument
 from pgwork.jobfile import BadLine, parse_line
+from pgwork.jsonshape import MAX_JSON_DEPTH, _json_problem, check_json
 from pgwork.models import NewJob
-from pgwork.validation import MAX_JSON_DEPTH, _json_problem, check_json
 from tests.support.cli import ROOT, pgwork
 
 
