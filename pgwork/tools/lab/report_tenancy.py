@@ -56,8 +56,10 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     parts += [
         "Type A gets a backlog written ahead of B's jobs (older, same priority); B has a few hundred pending. "
         "EXPLAIN (ANALYZE, BUFFERS) of one claim, rolled back, on the same table: pgwork's claim for B (one scan "
-        "per type of `jobs_claim_type_idx`), pgwork's claim for any type (`jobs_claim_idx`), and the claim of "
-        "schema versions 2-6 for B (`jobs_claim_idx` only, the type a filter) as the control. `finding the row` "
+        "per type of the ready ring's `ready_claim_type_idx` since schema 23, `jobs_claim_type_idx` before), "
+        "pgwork's claim for any type (`ready_claim_idx`; `jobs_claim_idx` before 23), and the claim of schema "
+        "versions 2-6 for B (`jobs_claim_idx` only, the type a filter, rebuilt for the run) as the control. "
+        "`finding the row` "
         "counts the locking scans' buffers; `rows removed by filter` the rows they read and threw away. "
         "`claim p50/p95` are real `Queue.claim` calls for B, committed.",
         "",
