@@ -17,7 +17,7 @@ from pgwork.models import COUNTS
 from pgwork.operator import deletion_cost, render, schedules
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.connbudget import Budgets, budget_condition
-from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, explain, jobs_by_owner
+from pgwork.operator.db import WAITING, DatabaseProblem, QueueCache, count_cap, explain, jobs_by_owner
 from pgwork.operator.fields import SpecError
 from pgwork.operator.kube import Kube, KubeError, UnsafeName
 from pgwork.operator.metrics import OperatorMetrics
@@ -35,7 +35,7 @@ SHARED_READING_SECONDS = 1.0
 # operator alive; otherwise every poll would be a write (and a watch event for every client).
 STATUS_REFRESH_SECONDS = 60.0
 # The status field each count of pgwork.models.COUNTS is published as.
-STATUS_NAMES = {name: name for name in COUNTS} | {"ready": "pending"}
+STATUS_NAMES = {name: name for name in COUNTS} | {"ready": "pending", WAITING: WAITING}
 # The memo key the create/resume/update handler sets once the owned objects are applied.
 APPLIED = "applied_generation"
 
@@ -292,6 +292,8 @@ def autoscale(
             "retrying": backlog.retrying,
             "running": backlog.running,
             "dead": backlog.dead,
+            # Waiting for parents: no worker can take them, so never part of the scaling decision.
+            "waiting": backlog.waiting,
             "oldestWaitSeconds": round(backlog.oldest_wait_seconds, 3),
             "maxHeartbeatAgeSeconds": round(backlog.max_heartbeat_age_seconds, 3),
             **({"vacuumHorizon": horizon_status(horizon)} if horizon is not None else {}),

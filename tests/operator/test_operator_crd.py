@@ -359,7 +359,8 @@ def test_subresources_and_columns() -> None:
         "labelSelectorPath": ".status.selector",
     }
     columns = [c["name"] for c in VERSION["additionalPrinterColumns"]]
-    assert columns == ["Ready", "Pending", "Running", "Dead", "Replicas", "Age"]
+    assert columns == ["Ready", "Pending", "Running", "Dead", "Waiting", "Replicas", "Age"]
+    assert [c["name"] for c in VERSION["additionalPrinterColumns"] if c.get("priority")] == ["Waiting"]  # -o wide
     status = SCHEMA["properties"]["status"]["properties"]
     for column in VERSION["additionalPrinterColumns"]:
         field = column["jsonPath"].split(".")[2].split("[")[0]
