@@ -12,17 +12,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pgwork.credentials import EXPECTED, dsn_problem
 from pgwork.models import COUNTS
 from pgwork.operator import deletion_cost, render, schedules
 from pgwork.operator.conditions import get_condition, set_condition, timestamp
 from pgwork.operator.connbudget import Budgets, budget_condition
-from pgwork.operator.db import DatabaseProblem, QueueCache, count_cap, explain, jobs_by_owner
+from pgwork.operator.db import WAITING, DatabaseProblem, QueueCache, count_cap, jobs_by_owner
 from pgwork.operator.fields import SpecError
-from pgwork.operator.kube import Kube, KubeError, UnsafeName
+from pgwork.operator.firing import fire_jobqueue
+from pgwork.operator.kube import Kube, KubeError
 from pgwork.operator.metrics import OperatorMetrics
 from pgwork.operator.scaling import ScaleMemory, decide, per_worker
-from pgwork.operator.spec import JobQueueSpec, SecretRef, parse_spec
+from pgwork.operator.secrets import read_dsn, secret_source
+from pgwork.operator.spec import JobQueueSpec, parse_spec
 from pgwork.operator.vacuum import horizon_status, read_horizon
 
 log = logging.getLogger("pgwork.operator")
@@ -35,7 +36,7 @@ SHARED_READING_SECONDS = 1.0
 # operator alive; otherwise every poll would be a write (and a watch event for every client).
 STATUS_REFRESH_SECONDS = 60.0
 # The status field each count of pgwork.models.COUNTS is published as.
-STATUS_NAMES = {name: name for name in COUNTS} | {"ready": "pending"}
+STATUS_NAMES = {name: name for name in COUNTS} | {"ready": "pending", WAITING: WAITING}
 # The memo key the create/resume/update handler sets once the owned objects are applied.
 APPLIED = "applied_generation"
 
@@ -230,7 +231,7 @@ def autoscale(
     memo["failures"] = 0
     horizon = read_horizon(clients.queues, dsn, queue, now)
     at = schedules.fire_time(now, clients.fixed_clock)
-    firing = schedules.fire_all(queue, namespace, name, spec.schedules, now=at, explain=lambda e: explain(e, dsn))
+    firing = fire_jobqueue(clients.kube, clients.queues, (namespace, name), spec, queue=queue, dsn=dsn, now=at)
     reported = memo.get("schedule_problems")
     fresh = schedules.new_problems(reported if isinstance(reported, tuple) else (), firing.problems)
     change.events += [Event("Warning", "ScheduleFailed", text) for text in fresh]
@@ -292,6 +293,8 @@ def autoscale(
             "retrying": backlog.retrying,
             "running": backlog.running,
             "dead": backlog.dead,
+            # Waiting for parents: no worker can take them, so never part of the scaling decision.
+            "waiting": backlog.waiting,
             "oldestWaitSeconds": round(backlog.oldest_wait_seconds, 3),
             "maxHeartbeatAgeSeconds": round(backlog.max_heartbeat_age_seconds, 3),
             **({"vacuumHorizon": horizon_status(horizon)} if horizon is not None else {}),
@@ -320,35 +323,6 @@ def autoscale(
     clients.metrics.record_without_consumer(*clients.queues.without_consumer((namespace, name), dsn, spec.job_types))
     clients.metrics.record_horizon(namespace, name, horizon)
     return change
-
-
-def secret_source(namespace: str, ref: SecretRef) -> str:
-    return f"Secret {namespace}/{ref.name} key {ref.key!r} ({ref.field})"
-
-
-def read_dsn(kube: Kube, namespace: str, ref: SecretRef) -> str:
-    """The connection string in `ref`, read from the JobQueue's own namespace and checked for its
-    shape before anything connects. Raises DatabaseProblem with a message that says which Secret
-    and key are wrong and what was expected, and repeats nothing of the value."""
-    where = secret_source(namespace, ref)
-    try:
-        raw = kube.read_secret_bytes(namespace, ref.name, ref.key)
-    except UnsafeName as exc:  # parse_spec refuses such names; this is the second wall
-        raise DatabaseProblem("InvalidSpec", f"{where}: {exc}") from None
-    if raw is None:
-        raise DatabaseProblem(
-            "SecretMissing",
-            f"{where} not found; create it: kubectl -n {namespace} create secret generic "
-            f"{ref.name} --from-literal={ref.key}=postgresql://...",
-        )
-    try:
-        value = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DatabaseProblem("InvalidDSN", f"{where} is not UTF-8 text; {EXPECTED}") from None
-    problem = dsn_problem(value)
-    if problem is not None:
-        raise DatabaseProblem("InvalidDSN", f"{where} {problem}; {EXPECTED}")
-    return value
 
 
 def _mark_deletion_costs(clients: Clients, namespace: str, name: str, spec: JobQueueSpec, queue: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -54,6 +54,13 @@ class QueueBacklog:
     lower_bounds: tuple[str, ...] = ()
     # The job types with a fleet-wide limit, their share of the counts and the limit (scaling caps them).
     limited: tuple[LimitedWork, ...] = ()
+    # Jobs waiting for parents (issue 27): shown, never scaled on, since no worker can take them.
+    # Each type's count stops at the same cap; WAITING is in lower_bounds when one reached it.
+    waiting: int = 0
+
+
+# The name of the waiting count among lower_bounds (beside pgwork.models.COUNTS).
+WAITING = "waiting"
 
 
 def count_cap(max_replicas: int, target_backlog_per_worker: int) -> int:
@@ -101,11 +108,12 @@ class QueueCache:
         self._lock = threading.Lock()
         self._queues: dict[str, Queue] = {}
         self._users: dict[User, str] = {}
-        # key → (read at, cap, stats of every job type): JobQueues on one database share a reading.
-        self._stats: dict[str, tuple[float, int | None, list[TypeStats]]] = {}
+        # key → (read at, cap, stats of every job type, waiting jobs by type): JobQueues on one
+        # database share a reading.
+        self._stats: dict[str, tuple[float, int | None, list[TypeStats], dict[str, int]]] = {}
         # user → (database_of its DSN, its job types): who consumes what on each database.
         self._consumers: dict[User, tuple[str, frozenset[str]]] = {}
-        self.statements = 0  # stats statements sent, for benchmarks
+        self.statements = 0  # readings made (a stats and a waiting_counts statement each), for benchmarks
         # key → (read at, figures, first sighting of each holder): the vacuum horizon, one reading
         # per database per round like the backlog; the sightings give a hidden session an age.
         self._horizons: dict[str, tuple[float, HorizonFigures, dict[str, datetime]]] = {}
@@ -149,13 +157,15 @@ class QueueCache:
         if cached is None or now - cached[0] > max_age or now < cached[0] or not _covers(cached[1], cap):
             try:
                 stats = queue.stats(cap=cap)
+                # Capped per type like the backlog; the partial index of waiting rows answers it.
+                waiting = queue.waiting(cap=cap)
             except (DatabaseError, psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 raise explain(exc, dsn) from None
-            cached = (now, cap, stats)
+            cached = (now, cap, stats, waiting)
             with self._lock:
                 self._stats[key] = cached
                 self.statements += 1
-        return sum_backlog(cached[2], job_types)
+        return sum_backlog(cached[2], job_types, cached[3], cap)
 
     def without_consumer(self, user: User, dsn: str, job_types: Iterable[str]) -> tuple[str, dict[str, int]]:
         """Record that `user` takes `job_types` from `dsn`'s database, and answer that database's
@@ -236,11 +246,18 @@ def types_without_consumer(all_stats: Iterable[TypeStats], consumed: set[str]) -
     return {s.job_type: s.ready for s in all_stats if s.ready > 0 and s.job_type not in consumed}
 
 
-def sum_backlog(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> QueueBacklog:
-    """The backlog summed over `job_types` (pure). A sum is a lower bound when one of its terms is."""
+def sum_backlog(
+    all_stats: Iterable[TypeStats],
+    job_types: Iterable[str],
+    waiting: Mapping[str, int] | None = None,
+    cap: int | None = None,
+) -> QueueBacklog:
+    """The backlog summed over `job_types` (pure). A sum is a lower bound when one of its terms is;
+    a type's waiting count is one when it reached `cap`."""
     wanted = set(job_types)
     stats = [s for s in all_stats if s.job_type in wanted]
     capped = {name for s in stats for name in s.lower_bounds()}
+    waits = [n for t, n in (waiting or {}).items() if t in wanted]
     return QueueBacklog(
         ready=sum(s.ready for s in stats),
         scheduled=sum(s.scheduled for s in stats),
@@ -249,12 +266,14 @@ def sum_backlog(all_stats: Iterable[TypeStats], job_types: Iterable[str]) -> Que
         dead=sum(s.dead for s in stats),
         oldest_wait_seconds=max((s.oldest_wait_seconds for s in stats), default=0.0),
         max_heartbeat_age_seconds=max((s.max_heartbeat_age_seconds for s in stats), default=0.0),
-        lower_bounds=tuple(name for name in COUNTS if name in capped),
+        lower_bounds=tuple(name for name in COUNTS if name in capped)
+        + ((WAITING,) if cap is not None and any(n >= cap for n in waits) else ()),
         limited=tuple(
             LimitedWork(s.job_type, s.ready, s.running, s.max_running, s.rate_count)
             for s in stats
             if s.max_running is not None or s.rate_count is not None
         ),
+        waiting=sum(waits),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from pgwork.operator import controller
+from pgwork.operator import controller, firing
 from pgwork.operator.controller import Clients, StatusChange
 from pgwork.operator.db import QueueCache, QueueFactory, default_factory
 from pgwork.operator.fields import SpecError
@@ -146,6 +146,7 @@ def build_registry(options: OperatorOptions) -> kopf.OperatorRegistry:
     def forget(name: str, namespace: str | None, **_: Any) -> None:
         # Owned objects go with their owner (ownerReferences); only our own state is left.
         clients().queues.release((namespace or "", name))
+        clients().queues.release(firing.firing_user((namespace or "", name)))
         clients().budgets.forget((namespace or "", name))
         clients().metrics.forget(namespace or "", name)
 

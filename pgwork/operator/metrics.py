@@ -9,9 +9,11 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from pgwork.horizon import HorizonFigures
 from pgwork.models import COUNTS
-from pgwork.operator.db import QueueBacklog
+from pgwork.operator.db import WAITING, QueueBacklog
 
 LABELS = ("namespace", "jobqueue")
+# The counts pgwork_queue_count_lower_bound names: the backlog's and the waiting jobs'.
+FIGURES = (*COUNTS, WAITING)
 
 
 class OperatorMetrics:
@@ -25,6 +27,9 @@ class OperatorMetrics:
         self.scheduled = gauge("pgwork_queue_scheduled_jobs", "Pending jobs not yet due (delay or retry backoff)")
         self.running = gauge("pgwork_queue_running_jobs", "Jobs held by a worker")
         self.dead = gauge("pgwork_queue_dead_jobs", "Jobs that ran out of attempts")
+        self.waiting = gauge(
+            "pgwork_queue_waiting_jobs", "Jobs waiting for their parents to succeed (not part of the scaling backlog)"
+        )
         self.oldest_wait = gauge("pgwork_queue_oldest_wait_seconds", "Age of the oldest ready job")
         self.heartbeat_age = gauge(
             "pgwork_queue_max_heartbeat_age_seconds", "Longest time since a running job's last heartbeat"
@@ -67,6 +72,7 @@ class OperatorMetrics:
             self.scheduled,
             self.running,
             self.dead,
+            self.waiting,
             self.oldest_wait,
             self.heartbeat_age,
             self.desired,
@@ -100,9 +106,10 @@ class OperatorMetrics:
             self.scheduled.labels(*labels).set(backlog.scheduled)
             self.running.labels(*labels).set(backlog.running)
             self.dead.labels(*labels).set(backlog.dead)
+            self.waiting.labels(*labels).set(backlog.waiting)
             self.oldest_wait.labels(*labels).set(backlog.oldest_wait_seconds)
             self.heartbeat_age.labels(*labels).set(backlog.max_heartbeat_age_seconds)
-            for name in COUNTS:
+            for name in FIGURES:
                 self.lower_bound.labels(*labels, name).set(1 if name in backlog.lower_bounds else 0)
         if desired is not None:
             self.desired.labels(*labels).set(desired)
@@ -132,6 +139,6 @@ class OperatorMetrics:
         for gauge in self._all:
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, jobqueue)
-        for name in COUNTS:
+        for name in FIGURES:
             with contextlib.suppress(KeyError):
                 self.lower_bound.remove(namespace, jobqueue, name)

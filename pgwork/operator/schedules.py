@@ -87,16 +87,19 @@ def fire_all(
     *,
     now: datetime | None,
     explain: Callable[[BaseException], object],
+    fix: str = "",
 ) -> Firing:
     """Fire each schedule once (each its own short transaction) and read back last/next ticks.
-    `now` None: the database's clock. A schedule that fails is reported and the others still run."""
+    `now` None: the database's clock. A schedule that fails is reported and the others still run;
+    a refusal of the role's rights says `fix`."""
     problems: list[str] = []
     for schedule in schedules:
         stored = Schedule(**{**schedule.__dict__, "name": stored_name(namespace, jobqueue, schedule.name)})
         try:
             queue.fire_schedule(stored, now=now)
         except (psycopg.Error, PgworkError) as exc:  # report it; the next schedule still runs
-            problems.append(f"schedule {schedule.name}: {explain(exc)}")
+            refused = isinstance(exc, psycopg.errors.InsufficientPrivilege) and fix
+            problems.append(f"schedule {schedule.name}: {explain(exc)}" + (f"; {fix}" if refused else ""))
     rows = {}
     if schedules:
         try:

@@ -86,6 +86,9 @@ class DatabaseSpec:
     # the workers' direct connection string for LISTEN only (PGWORK_LISTEN_DSN), if any.
     pooler: str | None = None
     listen: SecretRef | None = None
+    # The DSN the operator fires spec.schedules with (a producer role), if given; else the default
+    # Secret's, usually a reader role that may not enqueue (issue 27). Never rendered into a pod.
+    schedules: SecretRef | None = None
 
     @property
     def default(self) -> SecretRef:
@@ -173,6 +176,12 @@ _NAME_FIX = (
 )
 _KEY_FIX = "name a key of the Secret: at most 253 letters, digits, '-', '_' and '.', e.g. dsn"
 ROLE_SECRETS = ("migrationsSecret", "workersSecret", "maintenanceSecret")
+# Secrets with no fallback: used only when given.
+OPTIONAL_SECRETS = ("listenSecret", "schedulesSecret")
+
+
+def _optional_secret(db: Reader, name: str, default: SecretRef) -> SecretRef | None:
+    return _secret_ref(db, name, default) if db.raw.get(name) is not None else None
 
 
 def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
@@ -191,7 +200,7 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
     secret_key = db.string("secretKey")
     db.checked("secretKey", kubenames.is_secret_key(secret_key), secret_key, _KEY_FIX)
     assert secret_name is not None and secret_key is not None
-    unknown = sorted(set(db.raw) - {"secretName", "secretKey", "migrate", "pooler", "listenSecret", *ROLE_SECRETS})
+    unknown = sorted(set(db.raw) - {"secretName", "secretKey", "migrate", "pooler", *OPTIONAL_SECRETS, *ROLE_SECRETS})
     if unknown:
         raise SpecError(f"spec.database.{unknown[0]}", "is not a field of spec.database", "see the JobQueue reference")
     default = SecretRef(secret_name, secret_key, "spec.database.secretName")
@@ -203,7 +212,8 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
         workers=_secret_ref(db, "workersSecret", default),
         maintenance=_secret_ref(db, "maintenanceSecret", default),
         pooler=_pooler(db),
-        listen=_secret_ref(db, "listenSecret", default) if db.raw.get("listenSecret") is not None else None,
+        listen=_optional_secret(db, "listenSecret", default),
+        schedules=_optional_secret(db, "schedulesSecret", default),
     )
     if database.listen is not None and database.pooler is None:
         raise SpecError(

@@ -47,6 +47,22 @@ def test_a_sum_is_a_lower_bound_when_one_of_its_terms_is() -> None:
     assert sum_backlog(stats, ["missing"]).lower_bounds == ()
 
 
+@pytest.mark.parametrize(
+    ("waiting", "cap", "total", "lower"),
+    [
+        ({"a": 3, "b": 4, "other": 50}, 10, 7, ()),  # another queue's type is not ours
+        ({"a": 10, "b": 4}, 10, 14, ("waiting",)),  # a type at the cap: at least
+        ({"a": 500}, None, 500, ()),  # exact reading
+        ({}, 10, 0, ()),
+    ],
+)
+def test_waiting_jobs_are_summed_apart_from_the_backlog(
+    waiting: dict[str, int], cap: int | None, total: int, lower: tuple[str, ...]
+) -> None:
+    backlog = sum_backlog([_stats("a", 2)], ["a", "b"], waiting, cap)
+    assert (backlog.waiting, backlog.ready, backlog.lower_bounds) == (total, 2, lower)
+
+
 def test_stats_rows_mark_capped_counts_in_the_table_and_name_them_in_json() -> None:
     stats = [_stats("a", 10, running=2)]
     [table] = stats_rows(stats, as_json=False)

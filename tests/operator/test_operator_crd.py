@@ -88,6 +88,9 @@ AGREED = [  # (case, spec, valid)
     ("role secret key", spec_with("database", workersSecret={"name": "w", "key": "u"}), True),
     ("role secret traversal", spec_with("database", workersSecret={"name": "../x"}), False),
     ("role secret without name", spec_with("database", maintenanceSecret={"key": "dsn"}), False),
+    ("schedules secret", spec_with("database", schedulesSecret={"name": "producer", "key": "url"}), True),
+    ("schedules secret traversal", spec_with("database", schedulesSecret={"name": "../x"}), False),
+    ("schedules secret without name", spec_with("database", schedulesSecret={"key": "dsn"}), False),
     ("pooler transaction", spec_with("database", pooler="transaction"), True),
     ("pooler none", spec_with("database", pooler="none"), True),
     ("pooler session", spec_with("database", pooler="session"), False),
@@ -359,7 +362,8 @@ def test_subresources_and_columns() -> None:
         "labelSelectorPath": ".status.selector",
     }
     columns = [c["name"] for c in VERSION["additionalPrinterColumns"]]
-    assert columns == ["Ready", "Pending", "Running", "Dead", "Replicas", "Age"]
+    assert columns == ["Ready", "Pending", "Running", "Dead", "Waiting", "Replicas", "Age"]
+    assert [c["name"] for c in VERSION["additionalPrinterColumns"] if c.get("priority")] == ["Waiting"]  # -o wide
     status = SCHEMA["properties"]["status"]["properties"]
     for column in VERSION["additionalPrinterColumns"]:
         field = column["jsonPath"].split(".")[2].split("[")[0]

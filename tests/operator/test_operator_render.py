@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import kubernetes_validate
@@ -311,6 +312,13 @@ def test_one_secret_serves_every_role_by_default() -> None:
     refs = _secret_refs(render_all(body()))
     assert set(refs) == {"worker", "migrate", "reaper", "retention"}
     assert all(ref == {"name": "db", "key": "url"} for ref in refs.values())
+
+
+def test_the_schedules_secret_reaches_no_pod() -> None:
+    """Only the operator reads spec.database.schedulesSecret (to fire schedules as a producer)."""
+    manifests = render_all(body(database={"schedulesSecret": {"name": "queue-scheduler"}}))
+    assert "queue-scheduler" not in json.dumps(manifests)
+    assert _secret_refs(manifests) == _secret_refs(render_all(body()))
 
 
 def _env_of(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -5,6 +5,8 @@ comes back by its `missed` policy. The operators' clock is fixed and stepped (no
 from __future__ import annotations
 
 import copy
+import json
+import logging
 from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,7 @@ from pgwork.operator.kube import Kube
 from pgwork.operator.schedules import new_problems
 from tests.support import stories
 from tests.support.crd import BASE, api_server_verdict, operator_verdict
+from tests.support.db import MakeRole, role_maker
 from tests.support.operator import Emulator, OperatorThread, eventually, running
 
 EVERY_MINUTE = {"name": "sweep", "cron": "* * * * *", "jobType": "ocr", "payload": {"older": "7d"}}
@@ -113,6 +116,11 @@ def client(emulator: Emulator) -> Iterator[Kube]:
     c = emulator.client()
     yield c
     c.close()
+
+
+@pytest.fixture
+def make_role(dsn: str) -> Iterator[MakeRole]:
+    yield from role_maker(dsn)
 
 
 def _running(emulator: Emulator, options: OperatorOptions) -> Generator[OperatorThread, None, None]:
@@ -219,3 +227,58 @@ def test_a_schedule_problem_is_posted_once_until_it_changes(
     previous: tuple[str, ...], current: list[str], posted: list[str]
 ) -> None:
     assert new_problems(previous, current) == posted
+
+
+@pytest.mark.slow
+def test_schedules_fire_through_their_own_producer_secret(
+    emulator: Emulator,
+    client: Kube,
+    dsn: str,
+    make_role: MakeRole,
+    cleanup: ExitStack,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The operator's backlog role is a reader, which may not enqueue: without schedulesSecret one
+    event says which field to set; with it the ticks fire through the producer's DSN, whose
+    password never reaches an event, the status or a log line."""
+    caplog.set_level(logging.INFO)
+    ns = "sched-own"
+    clock = Clock(T0)
+    password = "Qx7vLw2-only-in-the-secret"  # trust auth here: a password libpq sends and nobody checks
+    producer = psycopg.conninfo.make_conninfo(make_role("producer"), password=password)
+    stories.create_secret(client, ns, "queue-db", make_role("reader"))
+    operator = _running(emulator, _options(clock, "own"))
+    cleanup.callback(operator.close)
+    next(operator)
+    stories.create_jobqueue(client, ns, "ocr", stories.spec(schedules=[EVERY_MINUTE]))
+
+    def failures() -> list[str]:
+        return [str(e.get("message")) for e in stories.events(client, ns, "ocr") if e.get("reason") == "ScheduleFailed"]
+
+    (refused,) = eventually(failures, what="ScheduleFailed for the reader role")
+    assert "permission denied" in refused and "set spec.database.schedulesSecret" in refused
+    # Named before it exists: one event naming the Secret and the field.
+    stories.patch_jobqueue(client, ns, "ocr", {"spec": {"database": {"schedulesSecret": {"name": "queue-producer"}}}})
+    clock.now = T0 + timedelta(seconds=5)  # the operators poll as their (fixed) clock moves
+    missing = eventually(lambda: failures()[1:], what="ScheduleFailed for the missing Secret")
+    assert missing == [
+        f"Secret {ns}/queue-producer key 'dsn' (spec.database.schedulesSecret.name) not found; create it: "
+        f"kubectl -n {ns} create secret generic queue-producer --from-literal=dsn=postgresql://..."
+    ]
+    # A producer DSN that cannot connect: the event says why, scrubbed of the password.
+    stories.create_secret(client, ns, "queue-producer", psycopg.conninfo.make_conninfo(producer, port="1"))
+    clock.now = T0 + timedelta(seconds=7)
+    unreachable = eventually(lambda: failures()[2:], what="ScheduleFailed for the unreachable producer DSN")
+    assert unreachable[0].startswith(f"Secret {ns}/queue-producer key 'dsn' (spec.database.schedulesSecret.name): ")
+    stories.set_secret(client, ns, "queue-producer", producer)
+    clock.now = T0 + timedelta(seconds=10)
+    eventually(lambda: _last_tick(client, ns) == "seen", what="the schedule opened by the producer role")
+    for minute in (1, 2):
+        clock.now = T0 + timedelta(minutes=minute)
+        _wait_for_tick(client, ns, minute)
+    assert _jobs(dsn) == [(_key(ns, m), 1) for m in (1, 2)]
+    assert len(failures()) == 3  # nothing more once it fires
+    body = stories.jobqueue(client, ns, "ocr")
+    assert (stories.condition(body, "DatabaseReachable") or {}).get("status") == "True"
+    seen = json.dumps([body, stories.events(client, ns, "ocr")]) + caplog.text
+    assert password not in seen and "Qx7vLw2" not in seen

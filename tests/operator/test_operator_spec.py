@@ -8,7 +8,7 @@ import pytest
 
 from pgwork.operator.cron import check_cron
 from pgwork.operator.fields import SpecError
-from pgwork.operator.spec import DEFAULTS, check_name, parse_spec
+from pgwork.operator.spec import DEFAULTS, SecretRef, check_name, parse_spec
 
 MINIMAL: dict[str, Any] = {
     "database": {"secretName": "db"},
@@ -229,6 +229,12 @@ def test_role_secrets_fall_back_to_the_one_secret() -> None:
     )
     assert (split.maintenance.name, split.maintenance.key) == ("m", "k")
     assert split.migrations == split.default
+    # The schedules' producer Secret has no fallback: absent, the operator fires with the default.
+    assert one.schedules is None and split.schedules is None
+    own = parse_spec(with_(database={"secretName": "db", "schedulesSecret": {"name": "p"}})).database.schedules
+    assert own == SecretRef("p", "dsn", "spec.database.schedulesSecret.name")
+    with pytest.raises(SpecError, match=r"^spec\.database\.schedulesSecret\.name: "):
+        parse_spec(with_(database={"secretName": "db", "schedulesSecret": {"name": "../x"}}))
 
 
 @pytest.mark.parametrize("name", ["2ocr", "ocr.v2", "ocr\n", "o" * 46, "", None, "ocr-", "Ocr"])

@@ -309,7 +309,7 @@ def test_operator_takes_credentials_only_from_secrets() -> None:
     crd = yaml.safe_load((OPERATOR_DIR / "crd.yaml").read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     # Secret references too: {name, key}
-    roles = {"migrationsSecret", "workersSecret", "maintenanceSecret", "listenSecret"}
+    roles = {"migrationsSecret", "workersSecret", "maintenanceSecret", "listenSecret", "schedulesSecret"}
     database = schema["properties"]["database"]["properties"]
     assert set(database) <= {"secretName", "secretKey", "migrate", "pooler", *roles}
     assert database["pooler"]["enum"] == ["none", "transaction"]  # a mode, never a connection string
