@@ -337,10 +337,11 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
         return self._many("reap", {"now": now, "limit": limit}, Reclaimed, conn)
 
     def rotate_ready(
-        self, *, now: datetime | None = None, move_limit: int = 10_000, conn: AnyConnection | None = None
+        self, *, now: datetime | None = None, move_limit: int = 1_000, conn: AnyConnection | None = None
     ) -> list[Rotated]:
-        """Truncate the ready ring's segments that hold no more than `move_limit` live rows, after
-        moving those to the current segment (migration 23). Empty when another caller is rotating."""
+        """Truncate the ready ring's segments that hold no more than `move_limit` rows, after moving
+        their live ones to the current segment; move `move_limit` rows of a larger one forward
+        without locking it (migrations 23, 25). Empty when another caller is rotating."""
         check_int(move_limit, "move_limit", 0, 1_000_000, "move at most 1000000 rows a rotation")
         return self._many("rotate_ready", {"now": now, "move_limit": move_limit}, Rotated, conn)
 

@@ -259,7 +259,8 @@ class PruneBatchRow:
 @dataclass(frozen=True)
 class Rotated:
     """What pgwork.rotate_ready did to one segment: truncated (after moving `moved` live rows),
-    busy (its lock not had in 20 ms), or full (more live rows than the call may move)."""
+    busy (its lock not had in 20 ms), thinned (a larger segment: `moved` of its rows went forward
+    under row locks, no table lock), or full (rows arrived between the count and the lock)."""
 
     segment: int
     outcome: str

@@ -85,7 +85,12 @@ def test_every_transition_keeps_ready_equal_to_the_pending_jobs(queue: Queue, ds
         check("priority changed")
         conn.execute("DELETE FROM pgwork.jobs WHERE job_type = 'bulk' AND id % 3 = 0")
         check("delete")
-    rotated = queue.rotate_ready(now=t0 + timedelta(seconds=SEGMENT_SECONDS * 3))
+    thinned = queue.rotate_ready(now=t0 + timedelta(seconds=SEGMENT_SECONDS * 3))  # over 1,000 rows: thinned
+    # (the bulk rows may straddle two 10 s periods: one segment thinned, a smaller one truncated)
+    assert ("thinned", 1000) in {(r.outcome, r.moved) for r in thinned}, thinned
+    assert {r.outcome for r in thinned} <= {"thinned", "truncated"}, thinned
+    check("rotate, thinned")
+    rotated = queue.rotate_ready(now=t0 + timedelta(seconds=SEGMENT_SECONDS * 3), move_limit=10_000)
     assert {r.outcome for r in rotated} == {"truncated"}, rotated
     check("rotate")
     while queue.claim("w", limit=100, now=t0 + timedelta(hours=2)):
@@ -210,3 +215,25 @@ def test_under_a_held_horizon_the_claim_stays_bounded_once_segments_rotate(queue
     # The ring's claim does not grow with the jobs churned (a few buffers of noise allowed).
     assert max(rings) - min(rings) <= 6, seen
     assert max(rings) < olds[-1], seen
+
+
+def test_a_segment_holding_a_backlog_is_thinned_without_its_table_lock(queue: Queue, dsn: str) -> None:
+    """Migration 25: a segment with more than move_limit rows is not locked (a claim beside the
+    rotation never waits for it); move_limit of its rows go forward each call, and once few
+    enough are left the segment is truncated."""
+    queue.enqueue_many([NewJob("t", {"n": n}) for n in range(25)])
+    later = datetime.now(UTC) + timedelta(seconds=SEGMENT_SECONDS * 3)
+    with psycopg.connect(dsn) as claimer:
+        # A claim's lock on every segment, held open: a table lock would have to wait for it.
+        claimer.execute("SELECT count(*) FROM pgwork.ready").fetchone()
+        first = queue.rotate_ready(now=later, move_limit=10)
+        assert [(r.outcome, r.moved) for r in first] == [("thinned", 10)], first
+        second = queue.rotate_ready(now=later, move_limit=10)
+        assert [(r.outcome, r.moved) for r in second] == [("thinned", 10)], second
+        third = queue.rotate_ready(now=later, move_limit=10)
+        assert [r.outcome for r in third] == ["busy"], third  # 5 left: the table lock is wanted now
+    ready_is_pending(dsn)
+    last = queue.rotate_ready(now=later, move_limit=10)
+    assert [(r.outcome, r.moved) for r in last] == [("truncated", 5)], last
+    assert ready_is_pending(dsn) == 25
+    assert len(queue.claim("w", limit=30)) == 25
