@@ -341,7 +341,8 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
     ) -> list[Rotated]:
         """Truncate the ready ring's segments that hold no more than `move_limit` rows, after moving
         their live ones to the current segment; move `move_limit` rows of a larger one forward
-        without locking it (migrations 23, 25). Empty when another caller is rotating."""
+        without locking it, and leave one of over ten times that (a backlog) to the claims
+        (migrations 23, 25). Empty when another caller is rotating."""
         check_int(move_limit, "move_limit", 0, 1_000_000, "move at most 1000000 rows a rotation")
         return self._many("rotate_ready", {"now": now, "move_limit": move_limit}, Rotated, conn)
 

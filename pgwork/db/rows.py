@@ -259,8 +259,8 @@ class PruneBatchRow:
 @dataclass(frozen=True)
 class Rotated:
     """What pgwork.rotate_ready did to one segment: truncated (after moving `moved` live rows),
-    busy (its lock not had in 20 ms), thinned (a larger segment: `moved` of its rows went forward
-    under row locks, no table lock), or full (rows arrived between the count and the lock)."""
+    busy (its lock not had in 20 ms), thinned (over move_limit rows: `moved` of them went forward
+    under row locks, no table lock), or full (over 10 x move_limit: a backlog, left unlocked)."""
 
     segment: int
     outcome: str

@@ -1848,10 +1848,15 @@ BEGIN
         -- A truncated segment no one wrote to since has no heap pages: nothing to do.
         CONTINUE WHEN pg_relation_size(part) = 0;
         EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %s AS r LIMIT $1) AS x', part)
-           INTO rows_ USING move_limit + 1;
+           INTO rows_ USING 10 * move_limit + 1;
+        IF rows_ > 10 * move_limit THEN
+            segment := s; outcome := 'full'; moved := 0;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
         IF rows_ > move_limit THEN
-            -- A backlog: move a bounded share forward without locking the segment. Stale rows
-            -- (a job no longer pending) move too; the claim that meets one drops it.
+            -- Move a bounded share forward without locking the segment. Stale rows (a job no
+            -- longer pending) move too; the claim that meets one drops it.
             EXECUTE format(
                 'WITH gone AS (
                      DELETE FROM %1$s AS r
@@ -1881,7 +1886,7 @@ BEGIN
         EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %s AS r LIMIT $1) AS x', part)
            INTO rows_ USING move_limit + 1;
         IF rows_ > move_limit THEN
-            segment := s; outcome := 'full'; moved := 0;
+            segment := s; outcome := 'busy'; moved := 0;  -- rows arrived since the count: next call
             RETURN NEXT;
             CONTINUE;
         END IF;

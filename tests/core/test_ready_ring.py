@@ -219,13 +219,15 @@ def test_under_a_held_horizon_the_claim_stays_bounded_once_segments_rotate(queue
 
 def test_a_segment_holding_a_backlog_is_thinned_without_its_table_lock(queue: Queue, dsn: str) -> None:
     """Migration 25: a segment with more than move_limit rows is not locked (a claim beside the
-    rotation never waits for it); move_limit of its rows go forward each call, and once few
-    enough are left the segment is truncated."""
+    rotation never waits for it): over ten times that it is left for the claims to drain, else
+    move_limit of its rows go forward each call, and once few enough are left it is truncated."""
     queue.enqueue_many([NewJob("t", {"n": n}) for n in range(25)])
     later = datetime.now(UTC) + timedelta(seconds=SEGMENT_SECONDS * 3)
     with psycopg.connect(dsn) as claimer:
         # A claim's lock on every segment, held open: a table lock would have to wait for it.
         claimer.execute("SELECT count(*) FROM pgwork.ready").fetchone()
+        # Over ten times move_limit: a backlog, left alone (moving it would chase it round the ring).
+        assert [(r.outcome, r.moved) for r in queue.rotate_ready(now=later, move_limit=2)] == [("full", 0)]
         first = queue.rotate_ready(now=later, move_limit=10)
         assert [(r.outcome, r.moved) for r in first] == [("thinned", 10)], first
         second = queue.rotate_ready(now=later, move_limit=10)

@@ -5,10 +5,12 @@
 -- with a join on jobs: with a backlog of 200,000 pending jobs in an older segment each call held
 -- every claim back for 40-90 ms (measured on PostgreSQL 15) only to report 'full', every few
 -- seconds, and the stall grew with the backlog. Now:
---   * rows are counted before any table lock, and only up to move_limit + 1 (a bounded read);
---   * a segment holding more than move_limit rows is thinned instead: move_limit of its rows move to
---     the current segment under row locks taken with SKIP LOCKED (claims go on beside it), and the
---     segment is truncated by a later call once few enough rows are left (outcome 'thinned');
+--   * rows are counted before any table lock, and only up to 10 x move_limit + 1 (a bounded read);
+--   * a segment holding more than 10 x move_limit rows is a backlog: left alone, unlocked ('full'),
+--     until the claims drain it (moving it forward would chase it round the ring for ever);
+--   * a segment holding more than move_limit rows (future-dated jobs, a small backlog) is thinned:
+--     move_limit of its rows move to the current segment under row locks taken with SKIP LOCKED
+--     (claims go on beside it), and a later call truncates it once few enough are left ('thinned');
 --   * the table lock is taken, as before for at most 20 ms of waiting, only for a segment small
 --     enough to be moved in one bounded step, and that step is counted bounded again under it.
 -- The default move_limit is 1,000: the locked step then moves at most a thousand rows.
@@ -35,10 +37,15 @@ BEGIN
         -- A truncated segment no one wrote to since has no heap pages: nothing to do.
         CONTINUE WHEN pg_relation_size(part) = 0;
         EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %s AS r LIMIT $1) AS x', part)
-           INTO rows_ USING move_limit + 1;
+           INTO rows_ USING 10 * move_limit + 1;
+        IF rows_ > 10 * move_limit THEN
+            segment := s; outcome := 'full'; moved := 0;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
         IF rows_ > move_limit THEN
-            -- A backlog: move a bounded share forward without locking the segment. Stale rows
-            -- (a job no longer pending) move too; the claim that meets one drops it.
+            -- Move a bounded share forward without locking the segment. Stale rows (a job no
+            -- longer pending) move too; the claim that meets one drops it.
             EXECUTE format(
                 'WITH gone AS (
                      DELETE FROM %1$s AS r
@@ -68,7 +75,7 @@ BEGIN
         EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %s AS r LIMIT $1) AS x', part)
            INTO rows_ USING move_limit + 1;
         IF rows_ > move_limit THEN
-            segment := s; outcome := 'full'; moved := 0;
+            segment := s; outcome := 'busy'; moved := 0;  -- rows arrived since the count: next call
             RETURN NEXT;
             CONTINUE;
         END IF;
