@@ -96,6 +96,7 @@ CREATE TABLE pgwork.jobs (
     parents_left integer,
     blocked_by bigint,
     has_children boolean DEFAULT false NOT NULL,
+    runs_after_failure boolean DEFAULT false NOT NULL,
     CONSTRAINT jobs_attempts_sane CHECK (attempt_count >= 0 AND max_attempts >= 1),
     CONSTRAINT jobs_finished_dated CHECK ((status <> ALL (ARRAY['succeeded'::pgwork.job_status, 'dead'::pgwork.job_status, 'cancelled'::pgwork.job_status])) OR completed_at IS NOT NULL),
     CONSTRAINT jobs_job_type_shape CHECK (length(job_type) >= 1 AND length(job_type) <= 200),
@@ -854,7 +855,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION pgwork.enqueue_after(job_types text[], payloads jsonb[], priorities smallint[], max_attempts smallint[], available_ats timestamp with time zone[], delays double precision[], keys text[], trace_contexts jsonb[], timeouts double precision[], after_ords integer[], after_ids bigint[], after_keys text[], at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+CREATE OR REPLACE FUNCTION pgwork.enqueue_after(job_types text[], payloads jsonb[], priorities smallint[], max_attempts smallint[], available_ats timestamp with time zone[], delays double precision[], keys text[], trace_contexts jsonb[], timeouts double precision[], after_ords integer[], after_ids bigint[], after_keys text[], runs boolean[], at timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS TABLE(ord integer, id bigint, status text)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -863,7 +864,7 @@ AS $function$
 BEGIN
     RETURN QUERY
     SELECT * FROM pgwork.insert_jobs(job_types, payloads, priorities, max_attempts, available_ats, delays, keys,
-                                     trace_contexts, timeouts, after_ords, after_ids, after_keys,
+                                     trace_contexts, timeouts, after_ords, after_ids, after_keys, runs,
                                      CASE WHEN at IS NULL THEN now() ELSE pgwork.clock(at) END);
 END
 $function$;
@@ -1127,7 +1128,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION pgwork.insert_jobs(job_types text[], payloads jsonb[], priorities smallint[], max_attempts smallint[], available_ats timestamp with time zone[], delays double precision[], keys text[], trace_contexts jsonb[], timeouts double precision[], after_ords integer[], after_ids bigint[], after_keys text[], now_ timestamp with time zone)
+CREATE OR REPLACE FUNCTION pgwork.insert_jobs(job_types text[], payloads jsonb[], priorities smallint[], max_attempts smallint[], available_ats timestamp with time zone[], delays double precision[], keys text[], trace_contexts jsonb[], timeouts double precision[], after_ords integer[], after_ids bigint[], after_keys text[], runs boolean[], now_ timestamp with time zone)
  RETURNS TABLE(ord integer, id bigint, status text)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -1191,8 +1192,9 @@ BEGIN
       WHERE j.id IN (SELECT DISTINCT p FROM unnest(e_parent) AS p WHERE p IS NOT NULL)
       ORDER BY j.id FOR NO KEY UPDATE;
     SELECT x.p AS id, j.status::text AS status, j.job_type INTO bad
-      FROM unnest(e_parent) AS x(p) LEFT JOIN pgwork.jobs AS j ON j.id = x.p
-     WHERE x.p IS NOT NULL AND (j.id IS NULL OR j.status IN ('dead', 'cancelled'))
+      FROM unnest(e_parent, e_ord) AS x(p, o) LEFT JOIN pgwork.jobs AS j ON j.id = x.p
+     WHERE x.p IS NOT NULL
+       AND (j.id IS NULL OR (j.status IN ('dead', 'cancelled') AND NOT coalesce(runs[x.o], false)))
      ORDER BY x.p LIMIT 1;
     IF FOUND THEN
         IF bad.status IS NULL THEN
@@ -1208,17 +1210,20 @@ BEGIN
     WITH edges AS (
         SELECT DISTINCT x.o, x.p, x.s FROM unnest(e_ord, e_parent, e_sibling) AS x(o, p, s)
     ), waits AS (
-        -- An earlier job of this call has not succeeded yet; an existing parent may have.
-        SELECT e.o, count(*) FILTER (WHERE e.s IS NOT NULL OR j.status <> 'succeeded')::integer AS left_
+        -- An earlier job of this call has not succeeded yet; an existing parent may have, and for
+        -- a job that runs anyway one that ended dead or cancelled has ended too.
+        SELECT e.o, count(*) FILTER (WHERE e.s IS NOT NULL OR NOT (j.status = 'succeeded'
+                                       OR (coalesce(runs[e.o], false) AND j.status IN ('dead', 'cancelled'))))::integer AS left_
           FROM edges AS e LEFT JOIN pgwork.jobs AS j ON j.id = e.p
          GROUP BY e.o
     ), ins AS (
         INSERT INTO pgwork.jobs AS j (job_type, payload, priority, max_attempts, available_at, idempotency_key,
-                                      trace_context, timeout_seconds, status, parents_left, has_children)
+                                      trace_context, timeout_seconds, status, parents_left, has_children,
+                                      runs_after_failure)
         SELECT t.job_type, t.payload, t.priority, t.max_attempts,
                coalesce(t.available_at, now_ + make_interval(secs => t.delay)), t.key, t.trace_context, t.timeout,
                (CASE WHEN w.left_ > 0 THEN 'waiting' ELSE 'pending' END)::pgwork.job_status,
-               w.left_, coalesce(t.o = ANY (e_sibling), false)
+               w.left_, coalesce(t.o = ANY (e_sibling), false), coalesce(runs[t.o], false)
           FROM unnest(job_types, payloads, priorities, max_attempts, available_ats, delays, keys, trace_contexts,
                       timeouts) WITH ORDINALITY
                    AS t(job_type, payload, priority, max_attempts, available_at, delay, key, trace_context, timeout, o)
@@ -1339,6 +1344,8 @@ CREATE OR REPLACE FUNCTION pgwork.jobs_dependents()
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pgwork', 'pg_temp'
 AS $function$
+DECLARE
+    woken bigint;
 BEGIN
     IF NEW.status IN ('dead', 'cancelled') THEN
         UPDATE pgwork.jobs AS c
@@ -1349,7 +1356,30 @@ BEGIN
                                   || format('[cancelled: it waits for job %s (%s), which ended %s]',
                                             NEW.id, NEW.job_type, NEW.status), 8000)
           FROM pgwork.job_edges AS e
-         WHERE e.parent_id = NEW.id AND c.id = e.child_id AND c.status = 'waiting';
+         WHERE e.parent_id = NEW.id AND c.id = e.child_id AND c.status = 'waiting' AND NOT c.runs_after_failure;
+        IF OLD.status NOT IN ('dead', 'cancelled') THEN
+            -- In id order, as release_children: never a lock cycle with a finishing batch.
+            PERFORM 1 FROM pgwork.jobs AS c
+              WHERE c.id IN (SELECT e.child_id FROM pgwork.job_edges AS e WHERE e.parent_id = NEW.id)
+                AND c.runs_after_failure AND c.parents_left > 0
+              ORDER BY c.id FOR NO KEY UPDATE;
+            WITH ch AS (
+                UPDATE pgwork.jobs AS c
+                   SET parents_left = c.parents_left - 1,
+                       status = CASE WHEN c.parents_left <= 1 THEN 'pending'::pgwork.job_status ELSE c.status END,
+                       available_at = CASE WHEN c.parents_left <= 1 THEN greatest(c.available_at, now())
+                                           ELSE c.available_at END,
+                       last_error = right(coalesce(c.last_error || ' ', '')
+                                          || format('[job %s (%s) it waits for ended %s; it runs anyway]',
+                                                    NEW.id, NEW.job_type, NEW.status), 8000)
+                  FROM pgwork.job_edges AS e
+                 WHERE e.parent_id = NEW.id AND c.id = e.child_id AND c.status = 'waiting'
+                   AND c.runs_after_failure AND c.parents_left > 0
+                RETURNING c.job_type, c.status
+            )
+            SELECT count(pg_notify('pgwork_jobs', w.job_type)) INTO woken
+              FROM (SELECT DISTINCT ch.job_type FROM ch WHERE ch.status = 'pending') AS w;
+        END IF;
     ELSIF OLD.status IN ('dead', 'cancelled') AND NEW.status IN ('pending', 'waiting') THEN
         UPDATE pgwork.jobs AS c
            SET status = CASE WHEN o.other IS NULL THEN 'waiting'::pgwork.job_status ELSE c.status END,
@@ -1367,6 +1397,12 @@ BEGIN
                WHERE e2.child_id = e.child_id AND e2.parent_id <> NEW.id AND p.status IN ('dead', 'cancelled')
                ORDER BY p.id LIMIT 1) AS o ON true
          WHERE e.parent_id = NEW.id AND c.id = e.child_id AND c.status = 'cancelled' AND c.blocked_by = NEW.id;
+        UPDATE pgwork.jobs AS c
+           SET parents_left = c.parents_left + 1,
+               last_error = right(coalesce(c.last_error || ' ', '')
+                                  || format('[job %s was retried: it waits for it again]', NEW.id), 8000)
+          FROM pgwork.job_edges AS e
+         WHERE e.parent_id = NEW.id AND c.id = e.child_id AND c.status = 'waiting' AND c.runs_after_failure;
     END IF;
     RETURN NULL;
 END
@@ -2226,7 +2262,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION pgwork.succeed_with_followups(job_ids bigint[], tokens uuid[], results jsonb[], f_parents bigint[], f_job_types text[], f_payloads jsonb[], f_priorities smallint[], f_max_attempts smallint[], f_available_ats timestamp with time zone[], f_delays double precision[], f_keys text[], f_trace_contexts jsonb[], f_timeouts double precision[], after_ords integer[], after_ids bigint[], after_keys text[], at timestamp with time zone DEFAULT NULL::timestamp with time zone)
+CREATE OR REPLACE FUNCTION pgwork.succeed_with_followups(job_ids bigint[], tokens uuid[], results jsonb[], f_parents bigint[], f_job_types text[], f_payloads jsonb[], f_priorities smallint[], f_max_attempts smallint[], f_available_ats timestamp with time zone[], f_delays double precision[], f_keys text[], f_trace_contexts jsonb[], f_timeouts double precision[], after_ords integer[], after_ids bigint[], after_keys text[], f_runs boolean[], at timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS TABLE(id bigint, inserted boolean)
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -2261,6 +2297,7 @@ BEGIN
             ARRAY(SELECT after_ords[x] - lo + 1 FROM unnest(a) AS x),
             ARRAY(SELECT after_ids[x] FROM unnest(a) AS x),
             ARRAY(SELECT after_keys[x] FROM unnest(a) AS x),
+            f_runs[lo:hi],
             now_);
     END LOOP;
 END
@@ -2333,7 +2370,7 @@ REVOKE EXECUTE ON FUNCTION pgwork.dead_letters(integer,integer) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION pgwork.drop_profile_privilege(text,text) FROM PUBLIC;
 
-REVOKE EXECUTE ON FUNCTION pgwork.enqueue_after(text[],jsonb[],smallint[],smallint[],timestamp with time zone[],double precision[],text[],jsonb[],double precision[],integer[],bigint[],text[],timestamp with time zone) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pgwork.enqueue_after(text[],jsonb[],smallint[],smallint[],timestamp with time zone[],double precision[],text[],jsonb[],double precision[],integer[],bigint[],text[],boolean[],timestamp with time zone) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION pgwork.enqueue_unique(text[],jsonb[],smallint[],smallint[],timestamp with time zone[],double precision[],text[],jsonb[],double precision[],boolean[],timestamp with time zone) FROM PUBLIC;
 
@@ -2351,7 +2388,7 @@ REVOKE EXECUTE ON FUNCTION pgwork.grant_profiles(text,text[]) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION pgwork.heartbeat(bigint[],uuid[],double precision,double precision[],text[],timestamp with time zone,text,uuid) FROM PUBLIC;
 
-REVOKE EXECUTE ON FUNCTION pgwork.insert_jobs(text[],jsonb[],smallint[],smallint[],timestamp with time zone[],double precision[],text[],jsonb[],double precision[],integer[],bigint[],text[],timestamp with time zone) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pgwork.insert_jobs(text[],jsonb[],smallint[],smallint[],timestamp with time zone[],double precision[],text[],jsonb[],double precision[],integer[],bigint[],text[],boolean[],timestamp with time zone) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION pgwork.job_contents(bigint) FROM PUBLIC;
 
@@ -2427,7 +2464,7 @@ REVOKE EXECUTE ON FUNCTION pgwork.succeed(bigint,uuid,jsonb,timestamp with time 
 
 REVOKE EXECUTE ON FUNCTION pgwork.succeed_many(bigint[],uuid[],jsonb[],timestamp with time zone) FROM PUBLIC;
 
-REVOKE EXECUTE ON FUNCTION pgwork.succeed_with_followups(bigint[],uuid[],jsonb[],bigint[],text[],jsonb[],smallint[],smallint[],timestamp with time zone[],double precision[],text[],jsonb[],double precision[],integer[],bigint[],text[],timestamp with time zone) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pgwork.succeed_with_followups(bigint[],uuid[],jsonb[],bigint[],text[],jsonb[],smallint[],smallint[],timestamp with time zone[],double precision[],text[],jsonb[],double precision[],integer[],bigint[],text[],boolean[],timestamp with time zone) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION pgwork.waiting_counts(integer) FROM PUBLIC;
 
@@ -2438,7 +2475,7 @@ INSERT INTO pgwork.profile_privileges (profile, privilege) VALUES
     ('maintainer', 'EXECUTE ON FUNCTION pgwork.record_console_action(text, text, text, integer, text)'),
     ('maintainer', 'EXECUTE ON FUNCTION pgwork.retry(bigint[], smallint, timestamptz)'),
     ('maintainer', 'EXECUTE ON FUNCTION pgwork.set_limit(text, integer, integer, double precision, timestamptz)'),
-    ('producer', 'EXECUTE ON FUNCTION pgwork.enqueue_after(text[], jsonb[], smallint[], smallint[], timestamptz[], double precision[], text[], jsonb[], double precision[], integer[], bigint[], text[], timestamptz)'),
+    ('producer', 'EXECUTE ON FUNCTION pgwork.enqueue_after(text[], jsonb[], smallint[], smallint[], timestamptz[], double precision[], text[], jsonb[], double precision[], integer[], bigint[], text[], boolean[], timestamptz)'),
     ('producer', 'EXECUTE ON FUNCTION pgwork.enqueue_unique(text[], jsonb[], smallint[], smallint[], timestamptz[], double precision[], text[], jsonb[], double precision[], boolean[], timestamptz)'),
     ('producer', 'EXECUTE ON FUNCTION pgwork.find_jobs_contents(text[], text[], text, timestamptz, timestamptz, text[], text, bigint, integer, integer, integer, timestamptz)'),
     ('producer', 'EXECUTE ON FUNCTION pgwork.job_contents(bigint)'),
@@ -2488,4 +2525,4 @@ INSERT INTO pgwork.profile_privileges (profile, privilege) VALUES
     ('worker', 'EXECUTE ON FUNCTION pgwork.set_state_if_held(bigint, uuid, text, text, double precision, text, timestamptz)'),
     ('worker', 'EXECUTE ON FUNCTION pgwork.succeed(bigint, uuid, jsonb, timestamptz)'),
     ('worker', 'EXECUTE ON FUNCTION pgwork.succeed_many(bigint[], uuid[], jsonb[], timestamptz)'),
-    ('worker', 'EXECUTE ON FUNCTION pgwork.succeed_with_followups(bigint[], uuid[], jsonb[], bigint[], text[], jsonb[], smallint[], smallint[], timestamptz[], double precision[], text[], jsonb[], double precision[], integer[], bigint[], text[], timestamptz)');
+    ('worker', 'EXECUTE ON FUNCTION pgwork.succeed_with_followups(bigint[], uuid[], jsonb[], bigint[], text[], jsonb[], smallint[], smallint[], timestamptz[], double precision[], text[], jsonb[], double precision[], integer[], bigint[], text[], boolean[], timestamptz)');
