@@ -1,4 +1,4 @@
-"""A job's policy for a parent that fails (migration 25), against a real database: with
+"""A job's policy for a parent that fails (migration 26), against a real database: with
 on_parent_failure="run" a dead or cancelled parent counts as ended, so the child runs once every
 parent ended and sees the succeeded parents' results; the default still cancels; a parent retried
 after the child left 'waiting' never runs it twice; a bad value is refused naming the field."""

@@ -80,7 +80,7 @@ def test_every_transition_keeps_ready_equal_to_the_pending_jobs(queue: Queue, ds
     [released] = queue.claim("w", job_types=["child"])
     assert released.id == orphan
     check("released after the retry")
-    # A child with on_parent_failure="run" (migration 25): a dead parent releases it into the ring.
+    # A child with on_parent_failure="run" (migration 26): a dead parent releases it into the ring.
     queue.enqueue("parent", {})
     [failing] = queue.claim("w", job_types=["parent"])
     anyway = queue.enqueue("child", {}, after=[failing.id], on_parent_failure="run")
