@@ -34,6 +34,11 @@ class NewJob:
     # until every parent succeeded, then becomes pending; a parent that ends dead or cancelled
     # cancels it. A key names an earlier job of the same call, a live unique job, or a stored result.
     after: Sequence[int | str] = ()
+    # What a parent that ends dead or cancelled does to this job: "cancel" (the default) cancels
+    # it, naming the parent in last_error, and retrying the parent revives it; "run" counts that
+    # parent as ended, so the job runs once every parent has ended, and job.failed_parents()
+    # says which did not succeed. A retried parent never runs such a job twice.
+    on_parent_failure: str = "cancel"
 
 
 @dataclass(frozen=True)

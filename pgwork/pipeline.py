@@ -52,6 +52,19 @@ def check_after(after: Any) -> tuple[int | str, ...]:
     return parents
 
 
+def check_on_parent_failure(policy: Any) -> bool:
+    """A job's policy for a parent that ends dead or cancelled: True for "run" (it counts as
+    ended and the job runs once every parent ended), False for "cancel" (the default: the job is
+    cancelled, and revived when that parent is retried). Pure."""
+    if policy == "cancel" and isinstance(policy, str):
+        return False
+    if policy == "run" and isinstance(policy, str):
+        return True
+    raise InvalidArgument(
+        "on_parent_failure", f"must be 'cancel' or 'run', got {quoted(policy, 40)}", 'e.g. on_parent_failure="run"'
+    )
+
+
 def check_then(value: Then) -> Sequence[NewJob]:
     """The follow-ups of a `Then`, checked for shape (each job is validated as any enqueue's)."""
     jobs = value.jobs

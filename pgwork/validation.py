@@ -19,7 +19,7 @@ from pgwork.errors import InvalidArgument
 from pgwork.jsonshape import check_json, text_problem
 from pgwork.keys import key_of_canonical
 from pgwork.models import NewJob
-from pgwork.pipeline import check_after
+from pgwork.pipeline import check_after, check_on_parent_failure
 from pgwork.quoting import quoted
 
 SMALLINT_MAX = 32767
@@ -52,6 +52,7 @@ class JobRow(NamedTuple):
     timeout: float | None = None
     unique: bool = False
     after: tuple[int | str, ...] = ()
+    runs_after_failure: bool = False  # on_parent_failure="run"
 
 
 def check_text(value: Any, field: str, fix: str, *, max_chars: int | None = None) -> str:
@@ -269,6 +270,7 @@ def validate(job: NewJob, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
         timeout,
         job.unique,
         after,
+        check_on_parent_failure(job.on_parent_failure),
     )
 
 

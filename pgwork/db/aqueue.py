@@ -155,13 +155,14 @@ class AsyncQueue:
         timeout: float | str | timedelta | None = None,
         unique: bool = False,
         after: Sequence[int | str] = (),
+        on_parent_failure: str = "cancel",
         conn: AnyAsyncConnection | None = None,
         now: datetime | None = None,
     ) -> int:
         """Add one job; returns its id. With `conn`, the job exists iff the caller commits.
         `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout. With
         `unique`, as Queue.enqueue: a taken key adds nothing and answers the existing job's id.
-        With `after`, as Queue.enqueue: it waits until those jobs succeeded."""
+        With `after` and `on_parent_failure`, as Queue.enqueue."""
         payload = {} if payload is None else payload
         job = NewJob(
             job_type,
@@ -175,6 +176,7 @@ class AsyncQueue:
             timeout,
             unique,
             after,
+            on_parent_failure,
         )
         return (await self.enqueue_many([job], conn=conn, now=now))[0]
 

@@ -46,7 +46,7 @@ def any_after(rows: Sequence[JobRow]) -> bool:
 def after_params(rows: Sequence[JobRow], now: datetime | None) -> dict[str, Any]:
     """`enqueue_after`'s parameters: the enqueue's arrays and one (job, parent) entry per parent,
     the job counted from 1, the parent as an id or a key."""
-    return {**unnest_params(rows, now), **_after_arrays(rows)}
+    return {**unnest_params(rows, now), **_after_arrays(rows), "runs": [r.runs_after_failure for r in rows]}
 
 
 def _after_arrays(rows: Sequence[JobRow], first: int = 1) -> dict[str, Any]:
@@ -71,7 +71,12 @@ def followup_params(spawned: Sequence[tuple[int, Sequence[JobRow]]]) -> dict[str
         rows.extend(followups)
     jobs = unnest_params(rows, None)
     del jobs["now"]
-    return {"f_parents": parents, **{f"f_{name}": values for name, values in jobs.items()}, **_after_arrays(rows)}
+    return {
+        "f_parents": parents,
+        **{f"f_{name}": values for name, values in jobs.items()},
+        **_after_arrays(rows),
+        "f_runs": [r.runs_after_failure for r in rows],
+    }
 
 
 def cancel_ids(ids: Sequence[int]) -> list[int]:

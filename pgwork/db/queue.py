@@ -89,6 +89,7 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
         timeout: float | str | timedelta | None = None,
         unique: bool = False,
         after: Sequence[int | str] = (),
+        on_parent_failure: str = "cancel",
         conn: AnyConnection | None = None,
         now: datetime | None = None,
     ) -> int:
@@ -96,7 +97,8 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
         `timeout` (seconds, "10m", or a timedelta) overrides its handler's hard timeout. With
         `unique`, a key that already has a pending, running or succeeded unique job adds nothing
         and that job's id is returned (`enqueue_outcomes` also says which happened). With `after`
-        (job ids or keys) it waits until those jobs succeeded (docs/queue.md, Pipelines)."""
+        (job ids or keys) it waits until those jobs succeeded; `on_parent_failure="run"` runs it
+        anyway once every parent ended, dead or cancelled ones included (docs/queue.md, Pipelines)."""
         payload = {} if payload is None else payload
         job = NewJob(
             job_type,
@@ -110,6 +112,7 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
             timeout,
             unique,
             after,
+            on_parent_failure,
         )
         return self.enqueue_many([job], conn=conn, now=now)[0]
 

@@ -91,7 +91,7 @@ SELECT * FROM pgwork.enqueue_after(%(job_types)s::text[], %(payloads)s::jsonb[],
                                    %(max_attempts)s::smallint[], %(available_ats)s::timestamptz[],
                                    %(delays)s::float8[], %(keys)s::text[], %(trace_contexts)s::jsonb[],
                                    %(timeouts)s::float8[], %(after_ords)s::integer[], %(after_ids)s::bigint[],
-                                   %(after_keys)s::text[], %(now)s::timestamptz)
+                                   %(after_keys)s::text[], %(runs)s::boolean[], %(now)s::timestamptz)
  ORDER BY ord;
 
 -- name: parent_results :many
@@ -144,7 +144,8 @@ SELECT * FROM pgwork.succeed_with_followups(
     %(f_parents)s::bigint[], %(f_job_types)s::text[], %(f_payloads)s::jsonb[], %(f_priorities)s::smallint[],
     %(f_max_attempts)s::smallint[], %(f_available_ats)s::timestamptz[], %(f_delays)s::float8[],
     %(f_keys)s::text[], %(f_trace_contexts)s::jsonb[], %(f_timeouts)s::float8[],
-    %(after_ords)s::integer[], %(after_ids)s::bigint[], %(after_keys)s::text[], %(now)s::timestamptz);
+    %(after_ords)s::integer[], %(after_ids)s::bigint[], %(after_keys)s::text[], %(f_runs)s::boolean[],
+    %(now)s::timestamptz);
 
 -- name: set_state_if_held :one
 -- A failed attempt's decided state (pgwork.failure.decide_failure), applied only while the token

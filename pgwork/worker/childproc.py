@@ -89,10 +89,10 @@ def _saver(channel: _Channel, job_id: int) -> Any:
 def _parents(channel: _Channel, job_id: int) -> Any:
     """job.parent_results() in a child: the worker reads them on its connection and answers."""
 
-    def read() -> dict[int, Any]:
+    def read() -> dict[int, tuple[str, Any]]:
         with channel.saving:  # one question and answer at a time, as for a checkpoint
             channel.send("parents", job_id)
-            _, value, error = channel.conn.recv()  # ("parents", results, error)
+            _, value, error = channel.conn.recv()  # ("parents", {id: (status, result)}, error)
         if error is not None:
             raise error
         return dict(value)

@@ -335,7 +335,7 @@ def _relay(child: Child, held: dict[int, Running], started: float) -> Ended | li
         elif kind == "checkpoint":
             _checkpoint(child, held[message[1]].job.checkpoint, message[2])
         elif kind == "parents":
-            _parents(child, held[message[1]].job.parent_results)
+            _parents(child, held[message[1]].job.all_parents)
         elif kind == "done":
             child.rss = message[2]
             if isinstance(message[1], list):  # a batch: one entry per job
@@ -347,7 +347,7 @@ def _relay(child: Child, held: dict[int, Running], started: float) -> Ended | li
             return Ended(error=exc) if len(held) == 1 else exc
 
 
-def _parents(child: Child, read: Callable[[], dict[int, Any]]) -> None:
+def _parents(child: Child, read: Callable[[], dict[int, tuple[str, Any]]]) -> None:
     try:
         value = read()
     except Exception as exc:  # the handler sees the error (as text: it may not pickle), as in a thread

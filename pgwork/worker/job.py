@@ -60,9 +60,9 @@ class Job:
     # is lost. None: a Job made by hand, e.g. in a handler's unit test, whose checkpoints stay
     # in memory (a test may pass its own to play a lost lease).
     saver: Callable[[Any], bool] | None = field(default=None, repr=False)
-    # Reads the job's parents' results (set by the worker, or by a child process that asks the
-    # worker; None: a Job made by hand, whose parent_results raises).
-    parent_reader: Callable[[], dict[int, Any]] | None = field(default=None, repr=False)
+    # Reads the job's parents as {id: (status, result)} (set by the worker, or by a child process
+    # that asks the worker; None: a Job made by hand, whose parent_results raises).
+    parent_reader: Callable[[], dict[int, tuple[str, Any]]] | None = field(default=None, repr=False)
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -126,9 +126,19 @@ class Job:
         return saved
 
     def parent_results(self) -> dict[int, Any]:
-        """The results of the jobs this one waited for (`after`), by parent id in id order: what a
-        merge reads. A parent that did not succeed (a child run by hand) maps to None. One query,
-        made when called."""
+        """The results of the parents (`after`) that succeeded, by parent id in id order: what a
+        merge reads. A parent that did not succeed is absent (see failed_parents). One query, made
+        when called."""
+        return {pid: result for pid, (status, result) in self.all_parents().items() if status == "succeeded"}
+
+    def failed_parents(self) -> dict[int, str]:
+        """The parents that did not succeed, by id, with their status ('dead' or 'cancelled' for
+        a job enqueued with on_parent_failure="run"; empty for a default job, which runs only
+        after all succeeded). One query, made when called."""
+        return {pid: status for pid, (status, _) in self.all_parents().items() if status != "succeeded"}
+
+    def all_parents(self) -> dict[int, tuple[str, Any]]:
+        """Every parent as (status, result), the result None unless it succeeded. One query."""
         if self.parent_reader is None:
             raise RuntimeError(
                 "parent_results() needs the worker's database connection: a Job made by hand has none; "

@@ -433,7 +433,7 @@ class Worker:
         attempt = Attempt(claimed, job, self.options.lease, spec, spec.backoff or self.queue.backoff, on_loop=on_loop)
         attempt.in_process = claimed.job_type in self._in_process
         job.saver = lambda state: self.queue.checkpoint(attempt.lease, state)
-        job.parent_reader = lambda: {p.parent_id: p.result for p in self.queue.parent_results(job.id)}
+        job.parent_reader = lambda: {p.parent_id: (p.status, p.result) for p in self.queue.parent_results(job.id)}
         return attempt
 
     # -- shutdown -------------------------------------------------------------------------

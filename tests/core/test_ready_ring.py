@@ -80,6 +80,14 @@ def test_every_transition_keeps_ready_equal_to_the_pending_jobs(queue: Queue, ds
     [released] = queue.claim("w", job_types=["child"])
     assert released.id == orphan
     check("released after the retry")
+    # A child with on_parent_failure="run" (migration 26): a dead parent releases it into the ring.
+    queue.enqueue("parent", {})
+    [failing] = queue.claim("w", job_types=["parent"])
+    anyway = queue.enqueue("child", {}, after=[failing.id], on_parent_failure="run")
+    queue.fail(failing.lease, "fatal", retryable=False)
+    check("parent dead, child runs anyway")
+    assert queue.claim("w", job_types=["child"])[0].id == anyway
+    check("run-anyway child claimed")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("UPDATE pgwork.jobs SET priority = 5 WHERE job_type = 'bulk' AND id % 7 = 0")
         check("priority changed")

@@ -121,3 +121,18 @@ def test_the_pipeline_runs_under_process_isolation(queue: Queue, spawn_worker: S
     assert worker.wait(120) == 0, worker.log()[-3000:]
     merged = queue.result("iso:merge")
     assert merged is not None and merged.result == {"doc": "iso", "pages": [0, 1, 2], "parents": 3}
+
+
+def test_a_run_anyway_merge_sees_the_pages_that_succeeded_and_names_the_dead_one(
+    queue: Queue, spawn_worker: Spawn
+) -> None:
+    # In a thread, then in a child process (whose parents the worker reads for it).
+    queue.enqueue("doc-split", {"doc": "thread", "pages": 4, "dead_pages": [1], "anyway": True})
+    _burst(queue, app.register(Registry()), concurrency=2)
+    queue.enqueue("doc-split", {"doc": "child", "pages": 3, "dead_pages": [0], "anyway": True})
+    worker = spawn_worker("--app", "pgwork_pipeline_app", "--isolation", "process", "--burst")
+    assert worker.wait(120) == 0, worker.log()[-3000:]
+    for doc, pages in (("thread", [0, 2, 3]), ("child", [1, 2])):
+        merged = queue.result(f"{doc}:merge")
+        assert merged is not None
+        assert merged.result == {"doc": doc, "pages": pages, "parents": len(pages), "failed": ["dead"]}

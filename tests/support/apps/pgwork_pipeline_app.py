@@ -1,4 +1,5 @@
-"""A document pipeline for tests: split -> one job per page (fan-out) -> merge (fan-in).
+"""A document pipeline for tests: split -> one job per page (fan-out) -> merge (fan-in); with
+"anyway" in the split's payload the merge runs even when pages die (on_parent_failure="run").
 
 `register(registry)` puts the handlers in a Registry of a test's own; importing the module also
 registers them for a `pgwork worker --app pgwork_pipeline_app` process. With
@@ -26,7 +27,15 @@ def split(job: Job) -> Then:
         NewJob("doc-page", {"doc": doc, "page": i, "dead": i in dead, "seconds": seconds}, key=f"{doc}:page:{i}")
         for i in range(n)
     ]
-    merge = NewJob("doc-merge", {"doc": doc, "pages": n}, key=f"{doc}:merge", after=[p.key for p in pages if p.key])
+    # "anyway": the merge runs even if pages die (on_parent_failure="run"), naming what it lacks.
+    anyway = bool(job.payload.get("anyway"))
+    merge = NewJob(
+        "doc-merge",
+        {"doc": doc, "pages": n, "anyway": anyway},
+        key=f"{doc}:merge",
+        after=[p.key for p in pages if p.key],
+        on_parent_failure="run" if anyway else "cancel",
+    )
     return Then({"doc": doc, "pages": n}, jobs=[*pages, merge])
 
 
@@ -40,7 +49,10 @@ def page(job: Job) -> dict[str, Any]:
 def merge(job: Job) -> dict[str, Any]:
     parents = job.parent_results()
     pages = sorted(r["page"] for r in parents.values())
-    return {"doc": job.payload["doc"], "pages": pages, "parents": len(parents)}
+    merged = {"doc": job.payload["doc"], "pages": pages, "parents": len(parents)}
+    if job.payload.get("anyway"):
+        merged["failed"] = sorted(job.failed_parents().values())
+    return merged
 
 
 def register(registry: Registry) -> Registry:
