@@ -16,8 +16,9 @@ from pgwork.db import Queue, migrate
 from pgwork.db.batches import DecidedFailure, StoredSuccess
 from pgwork.failure import decide_failure
 from pgwork.models import Completion, FailOutcome, Lease
-from tests.support.db import V1_JOBS, MakeRole, at_version_1, by_key, drop_roles, snapshot
+from tests.support.db import V1_JOBS, MakeRole, by_key, drop_roles, snapshot
 from tests.support.rows import Rows
+from tests.support.versions import at_version
 
 
 def _retry(lease: Lease, error: str = "boom") -> DecidedFailure:
@@ -119,13 +120,10 @@ def test_finish_many_writes_successes_and_failures_in_one_transaction(queue: Que
 
 
 def _at_previous_version(dsn: str) -> int:
-    """Migrations 1..latest-1 applied by hand, as an older pgwork left the database."""
-    at_version_1(dsn)
+    """Migrations 1..latest-1 applied by hand, as an older pgwork left the database (a
+    no-transaction one statement by statement, as `migrate` runs it)."""
     previous = sql_files.latest_version() - 1
-    with psycopg.connect(dsn) as conn:
-        for migration in sql_files.migrations()[1:previous]:
-            conn.execute(migration.sql)
-            conn.execute(sql_files.query("migrate_record"), {"version": migration.version, "name": migration.name})
+    at_version(dsn, previous)
     return previous
 
 
