@@ -26,7 +26,12 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
         "At batch 1 the reference design's bare loop runs in the same "
         "rounds (its SKIP LOCKED claim, then an unfenced completion, on one connection); `vs bare loop` is "
         "the median over rounds of the ratio within one round (both drift alike inside a round), its lowest "
-        "and highest beside it. Target (issue 13): "
+        "and highest beside it. Equal footing: before each side's turn, every round, its database's jobs "
+        "tables are emptied (TRUNCATE) and the whole database is VACUUMed, catalogs included; the worker, "
+        "the API loop, the bare loop and pgqueuer take turns on the lab's database, the baseline on its own "
+        "(run 20261204T220938Z and earlier VACUUMed nothing, and the local server runs with autovacuum off, "
+        "so the worker under test drained among the dead tuples the other sides left in pgwork.ready while "
+        "the baseline did not). Target (issue 13): "
         "`pgwork worker --batch 1 --concurrency 1` >= 80% of the bare loop. Median over rounds, min and max "
         "beside it; pgwork's rates from the rows (first claim to last completion).",
         ("runner", "batch"),
