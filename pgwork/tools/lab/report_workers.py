@@ -26,7 +26,12 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
         "At batch 1 the reference design's bare loop runs in the same "
         "rounds (its SKIP LOCKED claim, then an unfenced completion, on one connection); `vs bare loop` is "
         "the median over rounds of the ratio within one round (both drift alike inside a round), its lowest "
-        "and highest beside it. Target (issue 13): "
+        "and highest beside it. Equal footing: before each side's turn, every round, its database's jobs "
+        "tables are emptied (TRUNCATE) and the whole database is VACUUMed, catalogs included; the worker, "
+        "the API loop, the bare loop and pgqueuer take turns on the lab's database, the baseline on its own "
+        "(run 20261204T220938Z and earlier VACUUMed nothing, and the local server runs with autovacuum off, "
+        "so the worker under test drained among the dead tuples the other sides left in pgwork.ready while "
+        "the baseline did not). Target (issue 13): "
         "`pgwork worker --batch 1 --concurrency 1` >= 80% of the bare loop. Median over rounds, min and max "
         "beside it; pgwork's rates from the rows (first claim to last completion).",
         ("runner", "batch"),
@@ -57,23 +62,29 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
 PEER_TABLE = [
     "### Beside pgqueuer in its recommended setup (issue 28)",
     "",
-    "_Run 20261204T220938Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 1.8-2.9 during "
+    "_Run 20261204T224636Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 1.5-2.1 during "
     "the run (other engineers' tests and benchmarks): per-round ratios ranged widely; read the medians with "
-    "their ranges._ One process on each side; every rate timed from the database, first start to last "
+    "their ranges._ One process on each side, each starting its turn with its database's jobs tables emptied "
+    "and the whole database VACUUMed; every rate timed from the database, first start to last "
     "completion (pgwork: `started_at`/`completed_at`; pgqueuer: its log's `picked`/`successful` stamps). Median "
     "jobs/s over 5 interleaved rounds; ratios are the median of per-round ratios [min-max].",
     "",
     "| | jobs/s (median) | ratio |",
     "|---|---|---|",
-    "| `pgwork worker --batch 100 --concurrency 16` | 9,590 | **0.68x [0.60-0.92] pgqueuer**; 0.58x [0.50-0.70] "
+    "| `pgwork worker --batch 100 --concurrency 16` | 11,946 | **0.69x [0.59-0.70] pgqueuer**; 0.65x [0.55-0.74] "
     "pgwork's own Queue API loop |",
-    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 13,359 | |",
-    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 5,455 | the worker "
-    "is 1.74x [1.48-1.98] of it |",
-    "| pgwork Queue API loop, claim 100 + succeed_many | 15,914 | 1.16x [1.13-1.32] pgqueuer |",
-    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 3,846 vs 6,019 | 0.73x [0.30-0.95] |",
-    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 678 vs 791 | 0.84x [0.73-0.90] |",
-    "| the same worker vs the reference design's bare claim/finish loop | 678 vs 1,395 | **0.54x [0.35-0.56]** |",
+    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 17,400 | |",
+    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 6,065 | the worker "
+    "is 1.85x [1.72-2.47] of it |",
+    "| pgwork Queue API loop, claim 100 + succeed_many | 19,321 | 1.06x [0.93-1.12] pgqueuer |",
+    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 4,757 vs 7,440 | 0.66x [0.64-0.73] |",
+    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 747 vs 840 | 0.93x [0.71-1.00] |",
+    "| the same worker vs the reference design's bare claim/finish loop | 747 vs 1,212 | **0.67x [0.59-0.75]** |",
+    "",
+    "The baseline in this run is main's worker, the same code as the worker under test (an A/A check of the "
+    "equal footing): per-round ratio worker/baseline batch 1 1.02x [0.76-1.15], batch 10 0.96x [0.90-1.02], "
+    "batch 100 1.07x [1.01-1.30]. The previous run (20261204T220938Z, nothing VACUUMed) had the batch 100 "
+    "worker at 0.68x [0.60-0.92] pgqueuer and batch 1 at 0.54x [0.35-0.56] the bare loop.",
     "",
     "Issue 28's targets (worker batch 100 >= 1.5x pgqueuer on asyncpg, batch 1 >= 0.8x the bare loop, batch "
     "100 >= 0.9x the API loop) are not met. The earlier `2.55x pgqueuer` (run 20261203T151511Z, the "

@@ -7,6 +7,13 @@ alike; each figure is the median over rounds. The rate is read from the rows (fi
 last completion). Every run must leave every job succeeded once with one result and
 attempt_count 1 (the --quick mode asserts only that).
 
+Equal footing: before each side's turn (every side, every round) its database's jobs tables are
+emptied (TRUNCATE) and the whole database is VACUUMed, catalogs included (`level`). Without it the
+worker under test drained on the lab database after the API loop, the bare loop and pgqueuer had
+left dead tuples there (pgwork.ready's partitions, which the TRUNCATE does not reach, and the
+catalogs; autovacuum is off on the local server), while the baseline worker drained on a database
+of its own that only it churned.
+
 With PGWORK_LAB_BASELINE=DIR (a pgwork checkout, e.g. the main branch) the same drains also
 run that checkout's worker, on a database of its own migrated by that checkout, in the same
 rounds (first in every other round, so neither worker always follows the same drains): a
@@ -127,8 +134,10 @@ class Baseline:
         return RunSummary(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5] or 0.0), int(r[6]))
 
     def reset(self) -> None:
-        with psycopg.connect(self.dsn) as conn:
+        """The same footing as the lab's database gets from `level`: emptied, then VACUUMed whole."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
             conn.execute(query("reset"))
+            conn.execute(query("vacuum_database"))
 
     def analyze(self) -> None:
         with psycopg.connect(self.dsn) as conn:
@@ -138,6 +147,12 @@ class Baseline:
         self.fleet.stop_all()
         self.queue.close()
         self._drop()
+
+
+def level(lab: LabDatabase) -> None:
+    """Each side starts its turn on equal footing: jobs tables empty, the whole database VACUUMed."""
+    lab.reset()
+    lab.run("vacuum_database")
 
 
 def _drain_with_worker(
@@ -176,7 +191,8 @@ def _drain_baseline(
 
 
 def _drain_with_api(lab: LabDatabase, case: Case) -> int:
-    lab.fresh_queue(case.jobs)
+    level(lab)
+    lab.enqueue(case.jobs)
     finish = "many" if case.batch > 1 else "each"
     spec = ClaimerSpec(lab.dsn, "api-loop", "skiplocked", 0.0, case.jobs / 50 + 120, batch=case.batch, finish=finish)
     reports = ClaimerFleet([spec]).wait()
@@ -184,7 +200,8 @@ def _drain_with_api(lab: LabDatabase, case: Case) -> int:
 
 
 def _drain_with_bare_loop(lab: LabDatabase, case: Case) -> None:
-    lab.fresh_queue(case.jobs)
+    level(lab)
+    lab.enqueue(case.jobs)
     ClaimerFleet([ClaimerSpec(lab.dsn, "bare-loop", BARE, 0.0, case.jobs / 50 + 120)]).wait()
 
 
@@ -192,6 +209,7 @@ def _drain_with_pgqueuer(
     lab: LabDatabase, case: Case, violations: list[str], dsn: str | None = None, driver: str = "asyncpg"
 ) -> float:
     """pgqueuer draining the case's jobs on `dsn` (default the lab's) through `driver`: jobs/s."""
+    level(lab)  # it empties its own tables itself; the VACUUM clears what the previous drains left
     env = worker_env(dsn or lab.dsn)
     command = [sys.executable, "-m", "pgwork.tools.lab.pgqueuer_drain", str(case.jobs), str(case.batch), driver]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=case.jobs / 50 + 120, check=False)
@@ -239,7 +257,7 @@ def run(lab: LabDatabase, p: Plan, say: Callable[[str], None]) -> Outcome:
                     else None
                 )
                 peak = _drain_with_worker(
-                    fleet, lab.queue, case, name=f"w-{case.batch}-{n}", reset=lab.reset, analyze=lab.analyze
+                    fleet, lab.queue, case, name=f"w-{case.batch}-{n}", reset=lambda: level(lab), analyze=lab.analyze
                 )
                 rate = _check(WORKER, case, lab.summary(), violations)
                 figures.setdefault((WORKER, case.x), Rates()).rates.append(rate)

@@ -19,6 +19,13 @@ ANALYZE pgwork.jobs;
 -- name: vacuum_analyze
 VACUUM (ANALYZE) pgwork.jobs;
 
+-- name: vacuum_database
+-- Every table of the database, catalogs included: the drains' dead versions (pgwork.ready's
+-- partitions, which TRUNCATE ... CASCADE does not reach, worker_leases, pgqueuer's tables, the
+-- catalog rows each TRUNCATE and ANALYZE rewrite) go, whichever schema a checkout has. The lab's
+-- local server may run with autovacuum off, so nothing else removes them between drains.
+VACUUM;
+
 -- name: run_summary
 -- Read a run back from the database: timing is first claim to last completion.
 SELECT count(*) AS jobs,
