@@ -20,3 +20,10 @@ def quoted(value: Any, limit: int = LIMIT) -> str:
     except Exception:  # a hostile __repr__ must not turn a clear error into another one
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def inert(text: str) -> str:
+    """A message that may carry a caller's value (the server's error quoting a job's key) with every
+    character that is not printable (control, bidi override, NUL) written as its escape: the rest,
+    accents and scripts included, is left as it reads."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)

@@ -16,6 +16,7 @@ from pgwork.db.rows import CheckpointRow
 from pgwork.errors import InvalidArgument
 from pgwork.models import Lease
 from pgwork.progress import checkpoint_json
+from pgwork.quoting import inert
 
 
 class Checkpoints(QueueBase):
@@ -36,4 +37,6 @@ class Checkpoints(QueueBase):
             # The server's own check (a client older than it, or a limit measured differently):
             # the caller's error, named as the client would name it, never a raw database error.
             problem = (exc.diag.message_primary or "is refused by the server").removeprefix("pgwork: ")
-            raise InvalidArgument("state", problem.removeprefix("state: "), exc.diag.message_hint or "") from None
+            raise InvalidArgument(
+                "state", inert(problem.removeprefix("state: ")), inert(exc.diag.message_hint or "")
+            ) from None

@@ -15,6 +15,7 @@ from pgwork.db.base import QueueBase
 from pgwork.db.connect import AnyConnection
 from pgwork.db.params import after_params
 from pgwork.errors import InvalidArgument
+from pgwork.quoting import inert
 from pgwork.validation import JobRow, check_id, check_int
 
 
@@ -85,4 +86,6 @@ class Pipelines(QueueBase):
 def after_error(exc: errors.InvalidParameterValue) -> InvalidArgument:
     """The database's refusal of a job's parents, as the caller's error naming `after`."""
     problem = (exc.diag.message_primary or "was refused").removeprefix("pgwork: ").removeprefix("after: ")
-    return InvalidArgument("after", problem, exc.diag.message_hint or "name parents that exist and may still succeed")
+    # The server quotes the caller's key as given: a bidi override in it must not reach a terminal.
+    hint = exc.diag.message_hint or "name parents that exist and may still succeed"
+    return InvalidArgument("after", inert(problem), inert(hint))

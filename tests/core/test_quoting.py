@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pgwork.quoting import LIMIT, quoted
+from pgwork.quoting import LIMIT, inert, quoted
 
 
 class HostileRepr:
@@ -34,6 +34,21 @@ def test_quoted(value: Any, limit: int, expected: str) -> None:
     assert quoted(value, limit) == expected
     assert len(quoted(value, limit)) <= limit
     assert quoted(value, limit).isascii()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("key 'invoice-1' names no job", "key 'invoice-1' names no job"),
+        ("clé 'facture-é' 日本", "clé 'facture-é' 日本"),  # printable scripts stay as they read
+        ("key '\u202ekey'", "key '\\u202ekey'"),  # a bidi override is written as its escape
+        ("a\x1b[2Jb", "a\\x1b[2Jb"),
+        ("a\x00b\nc", "a\\x00b\\nc"),
+    ],
+    ids=["plain", "accents", "bidi", "escape", "NUL and newline"],
+)
+def test_inert(text: str, expected: str) -> None:
+    assert inert(text) == expected
 
 
 def test_a_huge_value_costs_a_short_line() -> None:
