@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -76,11 +77,14 @@ def test_quick_bench_checks_pgworks_facts_and_writes_csv_markdown_and_plots(admi
     # The held design pins connections in a transaction; pgwork's never idles inside one.
     assert int(figure("held", "held", "0.5", "idle in transaction (max)")) >= 1
     assert figure("held", "skiplocked", "0.5", "idle in transaction (max)") == "0"
-    # The ready ring's type index serves the claim whatever the history (one scan per segment, merged:
-    # schema 23); without it, a scan of everything.
+    # The ready ring's type index serves the claim whatever the history (schema 23): the segment that
+    # holds the pending jobs is read through it. Segments that are empty on disk after the lab's
+    # VACUUM may be planned as (free) sequential scans. Without the index, a scan of everything.
     scan = figure("history", "partial index", "20000", "claim scan")
-    assert scan.startswith("Merge Append (Index Scan using ready_0_job_type_priority_available_at_job_id_idx"), scan
-    assert "Seq Scan" in figure("history", "no claim index", "20000", "claim scan")
+    assert re.search(r"Index Scan using ready_\d_job_type_priority_available_at_job_id_idx", scan), scan
+    assert "pgwork.jobs" not in scan and "Seq Scan on jobs" not in scan, scan
+    unindexed = figure("history", "no claim index", "20000", "claim scan")
+    assert "Seq Scan" in unindexed and "job_type_priority_available_at_job_id_idx" not in unindexed, unindexed
     # The crash timeline: job 1 reclaimed and finished on its second attempt, one result each.
     assert figure("crash-events", "3 lease overdue", "orphan predicate", "returned").startswith("1, ")
     finished = next(r["series"] for r in rows if r["experiment"] == "crash" and r["series"].startswith("5 "))

@@ -114,7 +114,11 @@ class LabDatabase:
         return rows[0]
 
     def reset(self) -> None:
+        """Jobs tables emptied and the whole database VACUUMed: every experiment's case starts on the
+        same footing. Without the VACUUM a later case drained among the dead tuples earlier cases left
+        (pgwork.ready's partitions, the catalogs), since the local server runs with autovacuum off."""
         self.run("reset")
+        self.run("vacuum_database")
 
     def enqueue(self, count: int, first: int = 0) -> None:
         for start in range(first, first + count, ENQUEUE_CHUNK):
