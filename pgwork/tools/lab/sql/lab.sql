@@ -19,6 +19,10 @@ ANALYZE pgwork.jobs;
 -- name: vacuum_analyze
 VACUUM (ANALYZE) pgwork.jobs;
 
+-- name: show_data_directory
+-- scripts/cpu_per_job.py finds the embedded server's postmaster by it (the lab's own server only).
+SELECT current_setting('data_directory') AS data_directory;
+
 -- name: vacuum_database
 -- Every table of the database, catalogs included: the drains' dead versions (pgwork.ready's
 -- partitions, which TRUNCATE ... CASCADE does not reach, worker_leases, pgqueuer's tables, the
