@@ -8,7 +8,6 @@ its per-claim lease token. Statements come from `pgwork/sql/queries.sql` by name
 from __future__ import annotations
 
 import itertools
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -22,18 +21,16 @@ from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.checkpoints import Checkpoints
 from pgwork.db.connect import AnyConnection
 from pgwork.db.limits import Limits
-from pgwork.db.params import any_after, any_unique, cancel_ids, cancel_report, identity, unique_params, unnest_params
+from pgwork.db.maintenance import Maintenance
+from pgwork.db.params import any_after, any_unique, identity, unique_params, unnest_params
 from pgwork.db.pipelines import Pipelines
 from pgwork.db.renewals import Renewals
 from pgwork.db.roundtrip import claim_params, claimed_jobs
 from pgwork.db.rows import (
-    CancelRow,
     ClaimRow,
     EnqueuedRow,
     FailRow,
     IdRow,
-    PruneBatchRow,
-    Rotated,
     SucceedManyRow,
     SucceedRow,
 )
@@ -42,7 +39,6 @@ from pgwork.errors import InvalidArgument
 from pgwork.failure import decide_failure
 from pgwork.jsonshape import result_json
 from pgwork.models import (
-    CancelReport,
     ClaimedJob,
     Completion,
     Enqueued,
@@ -51,21 +47,16 @@ from pgwork.models import (
     Lease,
     LeaseState,
     NewJob,
-    PruneProgress,
-    Reclaimed,
     failure_of,
 )
 from pgwork.progress import Progress
 from pgwork.validation import (
-    check_age,
-    check_ids,
-    check_int,
     error_text,
     validate,
 )
 
 
-class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
+class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines, Maintenance):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write
@@ -329,83 +320,6 @@ class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
         stamp = f"[cancelled while running on {lease.owner}, attempt {lease.attempt}]"
         params = {"id": lease.job_id, "token": lease.token, "note": stamp, "now": now}
         return self._one("acknowledge_cancel", params, IdRow, conn) is not None
-
-    # -- maintenance ----------------------------------------------------------------------
-
-    def reap(
-        self, *, now: datetime | None = None, limit: int = 1000, conn: AnyConnection | None = None
-    ) -> list[Reclaimed]:
-        """Return running jobs whose lease lapsed to pending (dead once attempts are used up)."""
-        check_int(limit, "limit", 1, 1_000_000, "reap in batches of at most 1000000")
-        return self._many("reap", {"now": now, "limit": limit}, Reclaimed, conn)
-
-    def rotate_ready(
-        self, *, now: datetime | None = None, move_limit: int = 1_000, conn: AnyConnection | None = None
-    ) -> list[Rotated]:
-        """Truncate the ready ring's segments that hold no more than `move_limit` rows, after moving
-        their live ones to the current segment; move `move_limit` rows of a larger one forward
-        without locking it, and leave one of over ten times that (a backlog) to the claims
-        (migrations 23, 25). Empty when another caller is rotating."""
-        check_int(move_limit, "move_limit", 0, 1_000_000, "move at most 1000000 rows a rotation")
-        return self._many("rotate_ready", {"now": now, "move_limit": move_limit}, Rotated, conn)
-
-    def retry(
-        self,
-        ids: Sequence[int],
-        *,
-        max_attempts: int | None = None,
-        now: datetime | None = None,
-        conn: AnyConnection | None = None,
-    ) -> list[int]:
-        """Requeue dead or cancelled jobs now. Returns the ids requeued."""
-        if max_attempts is not None:
-            check_int(max_attempts, "max_attempts", 1, 32767, "use at least 1")
-        params = {"ids": check_ids(ids), "max_attempts": max_attempts, "now": now}
-        rows = self._many("retry", params, IdRow, conn)
-        return sorted(r.id for r in rows)
-
-    def cancel(
-        self, ids: Sequence[int], *, now: datetime | None = None, conn: AnyConnection | None = None
-    ) -> CancelReport:
-        wanted = cancel_ids(ids)
-        return cancel_report(wanted, self._many("cancel", {"ids": wanted, "now": now}, CancelRow, conn))
-
-    def prune(
-        self,
-        older_than: timedelta,
-        *,
-        statuses: Sequence[str] = ("succeeded", "cancelled"),
-        now: datetime | None = None,
-        batch: int = 10_000,
-        conn: AnyConnection | None = None,
-        on_progress: Callable[[PruneProgress], None] | None = None,
-    ) -> int:
-        """Delete finished jobs completed before now - older_than, batch by batch, oldest first.
-
-        Each batch is its own short transaction (so no prune holds a long lock, transaction or
-        snapshot, and vacuum can reclaim behind it), resuming at the completed_at the last batch
-        reached; `on_progress` hears of each. With `conn` the batches run in the caller's
-        transaction instead, which the caller then holds for the whole prune."""
-        seconds = check_age(older_than)
-        allowed = ("succeeded", "cancelled", "dead")
-        if not statuses or not set(statuses) <= set(allowed):
-            raise InvalidArgument("statuses", f"must be among {list(allowed)}", "only history is pruned")
-        check_int(batch, "batch", 1, 100_000, "prune in batches of at most 100000")
-        total = 0
-        for status in dict.fromkeys(statuses):
-            after: datetime | None = None
-            while True:
-                params = {"status": status, "older_than": seconds, "batch": batch, "after": after, "now": now}
-                started = time.monotonic()
-                row = self._one("prune_batch", params, PruneBatchRow, conn)
-                deleted = row.deleted if row is not None else 0
-                total += deleted
-                if on_progress is not None:
-                    on_progress(PruneProgress(status, deleted, total, time.monotonic() - started))
-                if deleted < batch or row is None:
-                    break
-                after = row.through
-        return total
 
 
 # attempt_count and max_attempts are smallint columns.
