@@ -37,9 +37,19 @@ log = logging.getLogger("pgwork.worker.heartbeat")
 # PoolerNeeded: the Queue turned prepared statements off on meeting a pooler; the same write
 # succeeds when repeated (and the worker, told by Queue.pooler_symptom, stops).
 TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError, PoolerNeeded)
-# How often a busy worker rotates the ready ring: half its 10-second segment period.
-ROTATE_SECONDS = 5.0
+# The ready ring's segment period (pgwork.ready_segment, migration 23): a segment stops taking new
+# rows at each multiple of it, epoch time.
+SEGMENT_SECONDS = 10.0
+# A busy worker rotates this long after each boundary: past it by the server's clock too, give or
+# take a second of skew between the two clocks.
+ROTATE_AFTER_BOUNDARY = 1.0
 _RENEWED = (AttemptState.WAITING, AttemptState.RUNNING, AttemptState.FINISHING)
+
+
+def seconds_to_rotation(wall: float, period: float = SEGMENT_SECONDS, after: float = ROTATE_AFTER_BOUNDARY) -> float:
+    """Seconds from the epoch time `wall` to the next rotation: `after` past a multiple of
+    `period` (pure)."""
+    return (after - wall) % period
 
 
 class Heartbeat(threading.Thread):
@@ -67,7 +77,8 @@ class Heartbeat(threading.Thread):
         self._conn: AnyConnection | None = None
         self._stop_event = threading.Event()
         self.rounds = 0
-        self._next_rotation = 0.0
+        # Holdings.added when the ring was last rotated: a worker that claimed nothing since is idle.
+        self._added_at_rotation = 0
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -103,9 +114,18 @@ class Heartbeat(threading.Thread):
         return True
 
     def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
+        next_beat = time.monotonic() + self.interval
+        while True:
+            to_beat = next_beat - time.monotonic()
+            to_rotation = seconds_to_rotation(time.time())
+            if self._stop_event.wait(max(0.0, min(to_beat, to_rotation))):
+                break
             try:
-                self.beat()
+                if to_beat <= to_rotation:
+                    next_beat = time.monotonic() + self.interval
+                    self.beat()
+                if to_rotation <= to_beat:  # both when they fall due together
+                    self.rotate()
             except Exception:  # never let the heartbeat thread die: the leases depend on it
                 log.exception("heartbeat round failed unexpectedly")
         self._close()
@@ -140,13 +160,17 @@ class Heartbeat(threading.Thread):
             leases, lease_seconds=self.lease, worker=worker, conn=self._connection(), progress=progress
         )
 
-    def _rotate(self, now: float) -> None:
-        """A busy worker truncates the ready ring's drained segments now and then (migration 23),
-        on this connection, between renewals; one caller at a time rotates, the others return at
-        once. A failure is logged and tried again next time: the claim is only slower meanwhile."""
-        if now < self._next_rotation:
+    def rotate(self) -> None:
+        """A busy worker (one that claimed since its last rotation, or holds jobs) truncates the ready
+        ring's drained segments (migration 23) just after each segment boundary, on this
+        connection: the segment that has just closed goes as soon as its claims are done, so a
+        claim walks the dead entries of about one period of churn, whatever snapshot is held
+        elsewhere. One caller at a time rotates, the others return at once. A failure is logged and
+        tried again at the next boundary: the claim is only slower meanwhile."""
+        added = self._holdings.added
+        if added == self._added_at_rotation and not len(self._holdings):
             return
-        self._next_rotation = now + ROTATE_SECONDS
+        self._added_at_rotation = added
         try:
             self._queue.rotate_ready(conn=self._connection())
         except (psycopg.Error, PgworkError) as exc:  # a role not granted it yet included
@@ -189,7 +213,6 @@ class Heartbeat(threading.Thread):
             return
         self.rounds += 1
         self._metrics.heartbeat_ok()
-        self._rotate(sent)
         states = renewal.states
         if renewal.registered is False:  # taken over, or deleted by the reaper while unreachable
             log.info("worker lease of %s is no longer this worker's; registering again", self._owner)

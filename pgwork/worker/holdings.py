@@ -17,10 +17,14 @@ class Holdings:
         self._lock = threading.Lock()
         self._held: dict[int, Attempt] = {}
         self.changed = threading.Condition(self._lock)
+        # Attempts ever added: the heartbeat thread tells a busy worker (one that claimed since it
+        # last looked) from an idle one by it, whether or not a job is held at that instant.
+        self.added = 0
 
     def add(self, attempt: Attempt) -> None:
         with self._lock:
             self._held[attempt.id] = attempt
+            self.added += 1
             self.changed.notify_all()
 
     def add_many(self, attempts: list[Attempt]) -> None:
@@ -28,6 +32,7 @@ class Holdings:
         with self._lock:
             for attempt in attempts:
                 self._held[attempt.id] = attempt
+            self.added += len(attempts)
             self.changed.notify_all()
 
     def remove(self, job_id: int) -> None:

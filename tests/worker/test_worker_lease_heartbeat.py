@@ -15,7 +15,7 @@ import pytest
 from pgwork.db import Queue
 from pgwork.models import ClaimedJob
 from pgwork.worker.attempt import Attempt, AttemptState
-from pgwork.worker.heartbeat import Heartbeat
+from pgwork.worker.heartbeat import Heartbeat, seconds_to_rotation
 from pgwork.worker.holdings import Holdings
 from pgwork.worker.job import Job
 from pgwork.worker.metrics import WorkerMetrics
@@ -142,7 +142,9 @@ def test_a_worker_without_the_privilege_renews_row_by_row(queue: Queue, monkeypa
         beat._close()
 
 
-def test_a_busy_workers_heartbeat_rotates_the_ready_ring(queue: Queue, heartbeat: tuple[Heartbeat, Holdings]) -> None:
+def test_a_busy_workers_heartbeat_thread_rotates_the_ready_ring(
+    queue: Queue, heartbeat: tuple[Heartbeat, Holdings]
+) -> None:
     beat, holdings = heartbeat
     waiting = queue.enqueue("later", {})
     queue.enqueue("noop", {})
@@ -154,9 +156,61 @@ def test_a_busy_workers_heartbeat_rotates_the_ready_ring(queue: Queue, heartbeat
             " WHERE job_id = %s RETURNING segment",
             [waiting],
         ).fetchall()
-        beat.beat()  # renews the held job, then rotates (the first round always may)
+        beat.rotate()  # the worker claimed since it last rotated: it rotates
         [(segment,)] = conn.execute("SELECT segment FROM pgwork.ready WHERE job_id = %s", [waiting]).fetchall()
         [(size,)] = conn.execute(
             "SELECT pg_relation_size(format('pgwork.ready_%%s', %s::int)::regclass)", [old]
         ).fetchall()
     assert segment != old and size == 0  # moved to the current segment, the old one truncated
+
+
+def _ring_rows(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        [(n,)] = conn.execute("SELECT count(*) FROM pgwork.ready").fetchall()
+    return int(n)
+
+
+def test_an_idle_worker_does_not_rotate_and_a_worker_that_claimed_since_does(
+    queue: Queue, heartbeat: tuple[Heartbeat, Holdings]
+) -> None:
+    beat, holdings = heartbeat
+    waiting = queue.enqueue("later", {})
+    old_segment = (
+        "UPDATE pgwork.ready SET segment = (pgwork.ready_segment(now()) + 3) %% 8 WHERE job_id = %s RETURNING segment"
+    )
+
+    def put_in_old_segment() -> int:
+        with psycopg.connect(queue.dsn, autocommit=True) as conn:
+            [(old,)] = conn.execute(old_segment, [waiting]).fetchall()
+        return int(old)
+
+    def segment() -> int:
+        with psycopg.connect(queue.dsn) as conn:
+            [(now,)] = conn.execute("SELECT segment FROM pgwork.ready WHERE job_id = %s", [waiting]).fetchall()
+        return int(now)
+
+    old = put_in_old_segment()
+    beat.rotate()  # nothing claimed, nothing held: idle, no statement sent
+    assert segment() == old and beat._conn is None
+    queue.enqueue("noop", {})
+    job = _hold(holdings, queue.claim(OWNER, job_types=["noop"])[0])
+    holdings.remove(job.id)  # claimed and already done: still busy since the last rotation
+    beat.rotate()
+    assert segment() != old
+    old = put_in_old_segment()
+    beat.rotate()  # nothing claimed since that rotation and nothing held: idle again
+    assert segment() == old and _ring_rows(queue.dsn) == 1
+
+
+@pytest.mark.parametrize(
+    ("wall", "expected"),
+    [
+        (1_000_000_000.0, 1.0),  # on a boundary: one second after it
+        (1_000_000_000.5, 0.5),
+        (1_000_000_001.0, 0.0),  # the rotation instant itself
+        (1_000_000_001.25, 9.75),  # just past it: the next boundary's
+        (1_000_000_009.99, 1.01),
+    ],
+)
+def test_rotation_comes_one_second_after_each_segment_boundary(wall: float, expected: float) -> None:
+    assert seconds_to_rotation(wall) == pytest.approx(expected)
