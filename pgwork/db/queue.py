@@ -21,6 +21,7 @@ from pgwork.db.batches import Batches
 from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.checkpoints import Checkpoints
 from pgwork.db.connect import AnyConnection
+from pgwork.db.history import History
 from pgwork.db.limits import Limits
 from pgwork.db.params import any_after, any_unique, cancel_ids, cancel_report, identity, unique_params, unnest_params
 from pgwork.db.pipelines import Pipelines
@@ -65,7 +66,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines):
+class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines, History):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write
