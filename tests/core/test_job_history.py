@@ -6,17 +6,19 @@ old days only, the reaper profile alone may do either, and `job show` still find
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import UTC, date, datetime, timedelta
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from pgwork import sql_files
 from pgwork.db import Queue, migrate
 from pgwork.errors import InvalidArgument
 from pgwork.reaper import Reaper, ReaperConfig
 from tests.support.cli import pgwork
-from tests.support.db import MakeRole, snapshot
+from tests.support.db import MakeRole, drop_roles, snapshot
 from tests.support.rows import Rows
 from tests.support.versions import at_version
 
@@ -299,6 +301,7 @@ def test_history_cutoff_is_the_day_of_now_minus_the_age() -> None:
 def test_the_migration_carries_a_database_with_finished_jobs_and_they_archive_after(empty_dsn: str) -> None:
     history = next(m.version for m in sql_files.migrations() if m.name == "job_history")
     at_version(empty_dsn, history - 1)
+    reaper, worker = (f"pgwork_jh_{kind}_{uuid.uuid4().hex[:8]}" for kind in ("reaper", "worker"))
     # As a version-26 pgwork left them (its Queue refuses an older schema, so the rows go in by hand).
     with psycopg.connect(empty_dsn) as conn:
         made = {
@@ -315,13 +318,22 @@ def test_the_migration_carries_a_database_with_finished_jobs_and_they_archive_af
                 ("pending", "new", None),
             )
         }
+        # A reaper and a worker granted their profiles before the migration.
+        for role, profile in ((reaper, "reaper"), (worker, "worker")):
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+            conn.execute("SELECT pgwork.grant_profiles(%s, ARRAY[%s])", (role, profile))
     old = [made["succeeded", "old"], made["cancelled", "old"]]
     stay = [made["dead", "old"], made["succeeded", "new"], made["pending", "new"]]
-    before = snapshot(empty_dsn)
-    assert migrate(empty_dsn) == list(range(history, sql_files.latest_version() + 1))
-    assert snapshot(empty_dsn) == before  # every row, every column
-    with Queue(empty_dsn) as q:
-        assert q.archive(DAY) == 2
-        assert _ids(empty_dsn, "job_history") == set(old)
-        assert _ids(empty_dsn, "jobs") == set(stay)
-        assert all(q.job_detail(i) is not None for i in old + stay)
+    try:
+        before = snapshot(empty_dsn)
+        assert migrate(empty_dsn) == list(range(history, sql_files.latest_version() + 1))
+        assert snapshot(empty_dsn) == before  # every row, every column
+        with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=worker)) as q, pytest.raises(Denied):
+            q.archive(DAY)
+        with Queue(psycopg.conninfo.make_conninfo(empty_dsn, user=reaper)) as q:
+            assert q.archive(DAY) == 2  # granted by the migration, not again by hand
+            assert _ids(empty_dsn, "job_history") == set(old)
+            assert _ids(empty_dsn, "jobs") == set(stay)
+            assert all(q.job_detail(i) is not None for i in old + stay)
+    finally:
+        drop_roles(empty_dsn, [reaper, worker])
