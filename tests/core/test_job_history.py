@@ -6,6 +6,7 @@ old days only, the reaper profile alone may do either, and `job show` still find
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from datetime import UTC, date, datetime, timedelta
 
@@ -337,3 +338,38 @@ def test_the_migration_carries_a_database_with_finished_jobs_and_they_archive_af
             assert all(q.job_detail(i) is not None for i in old + stay)
     finally:
         drop_roles(empty_dsn, [reaper, worker])
+
+
+def test_an_enqueue_naming_a_parent_being_archived_waits_and_is_refused_once_it_moved(queue: Queue) -> None:
+    parent = Rows(queue).succeeded(now=OLD)
+    outcome: list[object] = []
+
+    def enqueue_child() -> None:
+        with Queue(queue.dsn) as q:
+            try:
+                outcome.append(q.enqueue("child", {"n": 1}, after=[parent]))
+            except Exception as exc:
+                outcome.append(exc)
+
+    with psycopg.connect(queue.dsn) as conn:
+        assert queue.archive(DAY, conn=conn) == 1  # moved, not committed: the parent's row stays locked
+        thread = threading.Thread(target=enqueue_child)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not _someone_waits_on_a_lock(queue.dsn) and time.monotonic() < deadline:
+            thread.join(timeout=0.05)
+        assert _someone_waits_on_a_lock(queue.dsn)
+    thread.join(timeout=30)
+    [result] = outcome
+    # The archive committed first: the child is refused as naming no job, never left without its edge.
+    assert isinstance(result, InvalidArgument) and result.field == "after", result
+    assert f"no job {parent}" in str(result)
+    assert _ids(queue.dsn, "jobs") == set() and _ids(queue.dsn, "job_history") == {parent}
+
+
+def _someone_waits_on_a_lock(dsn: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return bool(row and row[0])
