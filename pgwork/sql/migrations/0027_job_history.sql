@@ -82,6 +82,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     cutoff := now_ - make_interval(secs => older_than_seconds);
+    -- Taken now, as the INSERT below would: a drop_history between the partition check and the
+    -- INSERT would otherwise leave a row with no partition to go to (drop_history waits 100 ms for
+    -- this lock, then reports the day busy).
+    LOCK TABLE pgwork.job_history IN ROW EXCLUSIVE MODE;
     -- Oldest first along jobs_finished_idx; rows another session holds (a retry, an enqueue
     -- naming the job as a parent) are skipped, and what is locked here cannot gain an edge.
     SELECT array_agg(c.id), array_agg(DISTINCT (c.completed_at AT TIME ZONE 'UTC')::date)
