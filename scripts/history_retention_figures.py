@@ -6,8 +6,9 @@ On a throwaway database (migrated to the latest version):
 
 1. Retention. For each --sizes N: N archived jobs spread over --days day partitions (loaded with
    one INSERT ... SELECT generate_series straight into job_history, untimed), then
-   `Queue.drop_history` drops them all. Then `pgwork prune`'s way: --prune-rows finished jobs in
-   pgwork.jobs, deleted by `Queue.prune` (batches of 10,000). Beside each, a loop enqueues a job and
+   `Queue.drop_history` drops them all. Then --prune-rows finished jobs in pgwork.jobs moved by
+   `Queue.archive`, and as many again deleted by `Queue.prune` (`pgwork prune`'s way; batches of
+   10,000 both). Beside each, a loop enqueues a job and
    times claim + finish (two statements) on its own connection; its p50/p99/max are printed for
    the --window seconds before, the operation itself, and the --window seconds after.
 2. The move's cost per job. --rounds interleaved rounds (the order alternating): --move-rows
@@ -156,19 +157,20 @@ def main() -> None:
                     lambda out=dropped: out.extend(q.drop_history(datetime.now(UTC).date())),
                 )
                 print(f"  {len(dropped)} partitions dropped")
-            t0 = time.monotonic()
-            _load_finished(dsn, args.prune_rows)
-            print(
-                f"\nloaded {args.prune_rows} finished rows into pgwork.jobs in {time.monotonic() - t0:.1f} s (untimed)"
-            )
-            pruned: list[int] = []
-            wall = _beside(
-                loop,
-                args.window,
-                f"prune: {args.prune_rows} rows (batches of 10000)",
-                lambda: pruned.append(q.prune(timedelta(days=1), statuses=["succeeded"])),
-            )
-            print(f"  {pruned} deleted; 10,000,000 at this rate: ~{wall * 10_000_000 / args.prune_rows:.0f} s")
+            for way in ("archive", "prune"):
+                t0 = time.monotonic()
+                _load_finished(dsn, args.prune_rows)
+                print(f"\nloaded {args.prune_rows} finished rows into pgwork.jobs in {time.monotonic() - t0:.1f} s")
+                moved: list[int] = []
+
+                def op(way: str = way, out: list[int] = moved) -> None:
+                    days = timedelta(days=1)
+                    out.append(q.archive(days) if way == "archive" else q.prune(days, statuses=["succeeded"]))
+
+                wall = _beside(loop, args.window, f"{way}: {args.prune_rows} rows (batches of 10000)", op)
+                print(f"  {moved} rows; 10,000,000 at this rate: ~{wall * 10_000_000 / args.prune_rows:.0f} s")
+                if way == "archive":
+                    q.drop_history(datetime.now(UTC).date())
             loop.stop.set()
             loop.join()
 
