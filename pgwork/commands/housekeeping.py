@@ -52,10 +52,7 @@ def prune_statuses(status: Sequence[str] | None, include_dead: bool) -> list[str
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    try:
-        age = parse_age(args.older_than, "--older-than")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    age = _age(args.older_than, "--older-than")
     statuses = prune_statuses(args.status, args.include_dead)
     batch = bounded(args.batch_size, "--batch-size", 1, 100_000, 10_000)
     longest = 0.0
