@@ -373,3 +373,17 @@ def _someone_waits_on_a_lock(dsn: str) -> bool:
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
         ).fetchone()
     return bool(row and row[0])
+
+
+def test_history_has_the_columns_of_jobs_in_their_order(dsn: str) -> None:
+    """A later migration that adds a column to jobs must add it to job_history (and all_jobs)."""
+    query = (
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+    )
+    with psycopg.connect(dsn) as conn:
+        jobs, history, view = (
+            conn.execute(query, (name,)).fetchall() for name in ("pgwork.jobs", "pgwork.job_history", "pgwork.all_jobs")
+        )
+    assert history == jobs, "add the column to pgwork.job_history too (docs/contributing.md)"
+    assert view == jobs, "recreate pgwork.all_jobs (docs/contributing.md)"
