@@ -568,14 +568,8 @@ BEGIN
              WHERE j.status IN ('succeeded', 'cancelled')
                AND j.completed_at < cutoff
                AND j.completed_at >= coalesce(after, '-infinity'::timestamptz)
-               AND NOT EXISTS (  -- a child that may still need it
-                   SELECT 1 FROM pgwork.job_edges AS e JOIN pgwork.jobs AS r ON r.id = e.child_id
-                    WHERE e.parent_id = j.id
-                      AND NOT (r.status = 'succeeded' OR (r.status = 'cancelled' AND r.completed_at < cutoff)))
-               AND NOT EXISTS (  -- a parent that may still need it
-                   SELECT 1 FROM pgwork.job_edges AS e JOIN pgwork.jobs AS r ON r.id = e.parent_id
-                    WHERE e.child_id = j.id
-                      AND NOT (r.status = 'succeeded' OR (r.status = 'cancelled' AND r.completed_at < cutoff)))
+               -- Only a job with relatives pays for the look (the flags are set with the edges).
+               AND NOT ((j.has_children OR j.parents_left IS NOT NULL) AND pgwork.history_kept(j.id, cutoff))
              ORDER BY j.completed_at
              LIMIT batch
                FOR UPDATE OF j SKIP LOCKED) AS c;
@@ -1333,6 +1327,26 @@ BEGIN
        AND (mine IS NULL OR j.lease_owner IS DISTINCT FROM mine
             OR j.worker_lease_token IS DISTINCT FROM j.lease_token OR l.fraction IS NOT NULL)
     RETURNING j.id, j.cancel_requested_at IS NOT NULL, j.lease_expires_at;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION pgwork.history_kept(job_id bigint, cutoff timestamp with time zone)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pgwork', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN EXISTS (
+               SELECT 1 FROM pgwork.job_edges AS e,
+                      LATERAL (SELECT r.status, r.completed_at FROM pgwork.jobs AS r WHERE r.id = e.child_id OFFSET 0) AS r
+                WHERE e.parent_id = history_kept.job_id
+                  AND NOT (r.status = 'succeeded' OR (r.status = 'cancelled' AND r.completed_at < cutoff)))
+        OR EXISTS (
+               SELECT 1 FROM pgwork.job_edges AS e,
+                      LATERAL (SELECT r.status, r.completed_at FROM pgwork.jobs AS r WHERE r.id = e.parent_id OFFSET 0) AS r
+                WHERE e.child_id = history_kept.job_id
+                  AND NOT (r.status = 'succeeded' OR (r.status = 'cancelled' AND r.completed_at < cutoff)));
 END
 $function$;
 
@@ -2626,6 +2640,8 @@ REVOKE EXECUTE ON FUNCTION pgwork.finished_buckets(integer,double precision,inte
 REVOKE EXECUTE ON FUNCTION pgwork.grant_profiles(text,text[]) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION pgwork.heartbeat(bigint[],uuid[],double precision,double precision[],text[],timestamp with time zone,text,uuid) FROM PUBLIC;
+
+REVOKE EXECUTE ON FUNCTION pgwork.history_kept(bigint,timestamp with time zone) FROM PUBLIC;
 
 REVOKE EXECUTE ON FUNCTION pgwork.history_partition(date) FROM PUBLIC;
 
