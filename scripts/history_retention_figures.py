@@ -106,12 +106,14 @@ def _beside(loop: ClaimLoop, window: float, label: str, op: object) -> float:
     return end - start
 
 
-def _load_history(dsn: str, n: int, days: int, base: int) -> None:
+def _load_history(dsn: str, n: int, days: int, base: int, checkpoint: bool) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for d in range(days):
             conn.execute("SELECT pgwork.history_partition(%s)", (FIRST_DAY + timedelta(days=d),))
         conn.execute(HISTORY, {"base": base, "n": n, "days": days, "first": FIRST_DAY.isoformat()})
         conn.execute("ANALYZE pgwork.job_history")
+        if checkpoint:  # as old days are: written out long ago, nothing of them dirty in memory
+            conn.execute("CHECKPOINT")
 
 
 def _load_finished(dsn: str, n: int) -> None:
@@ -129,6 +131,10 @@ def main() -> None:
     parser.add_argument("--move-rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--window", type=float, default=10.0)
+    parser.add_argument(
+        "--checkpoint", action="store_true", help="CHECKPOINT after loading the history (untimed), before the drop"
+    )
+    parser.add_argument("--skip-moves", action="store_true", help="only the drops: no archive, prune or rounds")
     args = parser.parse_args()
     name = f"pgwork_hist_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(args.dsn, autocommit=True) as admin:
@@ -146,7 +152,7 @@ def main() -> None:
             base = 10**12
             for n in (int(s) for s in args.sizes.split(",")):
                 t0 = time.monotonic()
-                _load_history(dsn, n, args.days, base)
+                _load_history(dsn, n, args.days, base, args.checkpoint)
                 base += n
                 print(f"\nloaded {n} rows into {args.days} day partitions in {time.monotonic() - t0:.1f} s (untimed)")
                 dropped: list[object] = []
@@ -157,7 +163,7 @@ def main() -> None:
                     lambda out=dropped: out.extend(q.drop_history(datetime.now(UTC).date())),
                 )
                 print(f"  {len(dropped)} partitions dropped")
-            for way in ("archive", "prune"):
+            for way in () if args.skip_moves else ("archive", "prune"):
                 t0 = time.monotonic()
                 _load_finished(dsn, args.prune_rows)
                 print(f"\nloaded {args.prune_rows} finished rows into pgwork.jobs in {time.monotonic() - t0:.1f} s")
@@ -175,7 +181,7 @@ def main() -> None:
             loop.join()
 
             costs: dict[str, list[float]] = {"archive": [], "prune": []}
-            for r in range(args.rounds):
+            for r in range(0 if args.skip_moves else args.rounds):
                 for way in ("archive", "prune") if r % 2 == 0 else ("prune", "archive"):
                     _load_finished(dsn, args.move_rows)
                     t0 = time.perf_counter()
@@ -187,7 +193,7 @@ def main() -> None:
                     if way == "archive":
                         q.drop_history(datetime.now(UTC).date())
             print(f"\nper job, {args.move_rows} finished jobs a round, {args.rounds} interleaved rounds:")
-            for way, values in costs.items():
+            for way, values in costs.items() if not args.skip_moves else ():
                 print(f"  {way:<8} {statistics.median(values):6.1f} us [{min(values):.1f}-{max(values):.1f}]")
         print(f"load average at end {os.getloadavg()}")
     finally:
