@@ -86,8 +86,8 @@ class History(QueueBase):
         self, before: date, *, now: datetime | None = None, conn: AnyConnection | None = None
     ) -> list[DroppedDay]:
         """Detach and drop every day partition of pgwork.job_history whose whole UTC day lies before
-        `before` (today at the latest: the day archiving writes is never dropped). A catalog change,
-        whatever the rows. Returns the days reached, oldest first."""
+        `before` (today at the latest: the day archiving writes is never dropped). A catalog change
+        and the files unlinked, no row visited. Returns the days reached, oldest first."""
         if isinstance(before, datetime) or not isinstance(before, date):
             raise InvalidArgument("before", f"must be a date, got {quoted(before)}", "e.g. date(2026, 11, 5)")
         return self._many("drop_history", {"before": before, "now": now}, DroppedDay, conn)

@@ -19,7 +19,8 @@
 --
 -- Retention: drop_history(before) detaches and drops every day partition whose whole day lies
 -- before `before`, which may be today (UTC) at the latest, so the partition that today's archiving
--- writes is never dropped. A catalog change, whatever the rows: tens of milliseconds for millions.
+-- writes is never dropped. A catalog change and the files' unlinking, no row visited: 0.5-0.6 s for
+-- 10 million rows on PostgreSQL 15 here (scripts/history_retention_figures.py).
 -- It waits at most 100 ms for each partition's lock (a report reading the history holds it) and
 -- reports 'busy' for that one rather than queue every archive and `job show` behind it.
 
