@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 
 import psycopg
@@ -26,6 +26,9 @@ from pgwork.models import Reclaimed
 
 DEFAULT_EVERY = 10.0
 DEFAULT_LIMIT = 1000
+# What one round archives at most when archive_after is set: 10 transactions of 10,000 jobs.
+ARCHIVE_BATCH = 10_000
+ARCHIVE_BATCHES = 10
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,8 @@ class ReaperConfig:
     every: float = DEFAULT_EVERY  # seconds between rounds when looping
     limit: int = DEFAULT_LIMIT  # leases returned per round at most
     loop_for: float | None = 0.0  # keep looping this long (0: one round; None: until stopped)
+    # Archive succeeded/cancelled jobs older than this each round (None: never, the default).
+    archive_after: float | None = None
 
     def __post_init__(self) -> None:
         # Bounded first (a century at most), so the comparisons and sums below never overflow.
@@ -45,6 +50,10 @@ class ReaperConfig:
             raise InvalidArgument("limit", f"{self.limit!r} is out of range", "use 1..1000000")
         if self.loop_for is not None and not self.loop_for >= 0:
             raise InvalidArgument("loop_for", f"{self.loop_for!r} is negative", "use seconds >= 0, or None")
+        if self.archive_after is not None:
+            check_seconds(self.archive_after, "archive_after", fix="give an age in seconds >= 0, or None")
+            if not self.archive_after >= 0:
+                raise InvalidArgument("archive_after", f"{self.archive_after!r} is negative", "use seconds >= 0")
 
 
 def another_round_fits(now: float, every: float, deadline: float | None) -> bool:
@@ -81,16 +90,26 @@ class Reaper:
         self._closed = False
         self.rounds = 0
         self.reclaimed = 0
+        self.archived = 0
         self.errors = 0
 
     def run_once(self, now: datetime | None = None) -> list[Reclaimed]:
-        """One round: return every lapsed lease (up to `limit`) to pending, then rotate the ready ring."""
+        """One round: return every lapsed lease (up to `limit`) to pending, rotate the ready ring, and
+        with `archive_after` set move up to 100,000 finished jobs that old into pgwork.job_history."""
         with self._lock:
             if self._queue is None:
                 self._queue = self._connect()
             found = self._queue.reap(now=now, limit=self.config.limit)
             # The ready ring's drained segments, truncated (migration 23); workers do it too.
             self._queue.rotate_ready(now=now)
+            if self.config.archive_after is not None:
+                # Finished history out of pgwork.jobs (migration 27), a bounded share a round.
+                self.archived += self._queue.archive(
+                    timedelta(seconds=self.config.archive_after),
+                    batch=ARCHIVE_BATCH,
+                    max_batches=ARCHIVE_BATCHES,
+                    now=now,
+                )
             self.rounds += 1
             self.reclaimed += len(found)
             if self._on_reclaimed is not None:

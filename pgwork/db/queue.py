@@ -20,6 +20,7 @@ from pgwork.db.batches import Batches
 from pgwork.db.bulk import BULK_THRESHOLD, copy_enqueue, copy_load, validated
 from pgwork.db.checkpoints import Checkpoints
 from pgwork.db.connect import AnyConnection
+from pgwork.db.history import History
 from pgwork.db.limits import Limits
 from pgwork.db.maintenance import Maintenance
 from pgwork.db.params import any_after, any_unique, identity, unique_params, unnest_params
@@ -56,7 +57,7 @@ from pgwork.validation import (
 )
 
 
-class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines, Maintenance):
+class Queue(Batches, Limits, Checkpoints, Renewals, Schedules, Pipelines, Maintenance, History):
     """All database I/O for pgwork, over a small connection pool.
 
     Methods take an optional `now` (tests pass a fixed instant instead of sleeping); every write

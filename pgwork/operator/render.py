@@ -316,6 +316,8 @@ def render_reaper(body: Mapping[str, Any], spec: JobQueueSpec) -> Manifest:
     args = ["reap"]
     if r.loop_seconds:
         args += ["--loop-for", seconds_flag(r.loop_seconds), "--every", seconds_flag(r.every_seconds)]
+    if spec.retention.archive_after is not None:
+        args += ["--archive-after", spec.retention.archive_after]
     return _cronjob(
         body,
         spec,
@@ -335,7 +337,12 @@ def render_prune(body: Mapping[str, Any], spec: JobQueueSpec) -> Manifest:
         name=names(body["metadata"]["name"])["prune"],
         component="retention",
         schedule=spec.retention.schedule,
-        args=["prune", "--older-than", spec.retention.older_than],
+        # With archiving, history lives in pgwork.job_history by day: retention drops whole days.
+        args=[
+            "prune" if spec.retention.archive_after is None else "drop-history",
+            "--older-than",
+            spec.retention.older_than,
+        ],
         suspend=not spec.retention.enabled,
         deadline_seconds=3600,
     )

@@ -124,6 +124,9 @@ class RetentionSpec:
     enabled: bool
     older_than: str
     schedule: str
+    # Set: the reaper archives finished jobs this old each round (`reap --archive-after`) and the
+    # retention CronJob drops whole days of history (`drop-history --older-than`) instead of pruning.
+    archive_after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -274,30 +277,13 @@ def parse_spec(spec: Mapping[str, Any] | None) -> JobQueueSpec:
         )
 
     rt = Reader(root.raw.get("retention"), "spec.retention", DEFAULTS["retention"])
-    older_than = rt.string("olderThan")
+    older_than = _age(rt, "olderThan", "would delete finished jobs as soon as they finish")
     assert older_than is not None
-    try:
-        if not re.fullmatch(OLDER_THAN_PATTERN, older_than):
-            raise ValueError(older_than)
-        age = parse_duration(older_than, "spec.retention.olderThan")
-    except ValueError:
-        raise SpecError(
-            "spec.retention.olderThan",
-            f"{shown(older_than)} is not a duration with a unit",
-            "e.g. 7d, 36h, 90m; a bare number is refused (seconds or days?)",
-        ) from None
-    if age <= 0:
-        # Every run would delete each job the moment it finishes, its last_error with it, and a
-        # prune chasing jobs finishing as it runs may never reach the end.
-        raise SpecError(
-            "spec.retention.olderThan",
-            f"{shown(older_than)} would delete finished jobs as soon as they finish",
-            "give an age such as 7d; to keep history forever set retention.enabled: false",
-        )
+    archive_after = _age(rt, "archiveAfter", "would archive jobs the moment they finish")
     retention_schedule = rt.string("schedule")
     assert retention_schedule is not None
     retention = RetentionSpec(
-        rt.boolean("enabled"), older_than, check_cron(retention_schedule, "spec.retention.schedule")
+        rt.boolean("enabled"), older_than, check_cron(retention_schedule, "spec.retention.schedule"), archive_after
     )
 
     replicas = root.raw.get("replicas")
@@ -339,3 +325,30 @@ def check_name(name: Any) -> str:
             "must stay within 52 characters)",
         )
     return name
+
+
+def _age(rt: Reader, name: str, at_zero: str) -> str | None:
+    """A retention age with a unit, over zero (None when not set and without a default)."""
+    value = rt.string(name)
+    if value is None:
+        return None
+    field = rt.field(name)
+    try:
+        if not re.fullmatch(OLDER_THAN_PATTERN, value):
+            raise ValueError(value)
+        age = parse_duration(value, field)
+    except ValueError:
+        raise SpecError(
+            field,
+            f"{shown(value)} is not a duration with a unit",
+            "e.g. 7d, 36h, 90m; a bare number is refused (seconds or days?)",
+        ) from None
+    if age <= 0:
+        # Every run would delete (or move) each job the moment it finishes, its last_error with it,
+        # and a prune chasing jobs finishing as it runs may never reach the end.
+        raise SpecError(
+            field,
+            f"{shown(value)} {at_zero}",
+            "give an age such as 7d; to keep history forever set retention.enabled: false",
+        )
+    return value

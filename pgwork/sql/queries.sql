@@ -182,6 +182,7 @@ SELECT p.prosrc FROM pg_catalog.pg_proc AS p
  WHERE p.oid = 'pgwork.claim(text, text[], integer, double precision, timestamptz)'::regprocedure;
 
 -- name: get_job :one
+-- Live or archived (pgwork.all_jobs, migration 0027): a job is in exactly one of the two.
 SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.attempt_count,
        j.max_attempts, j.created_at, j.available_at, j.started_at, j.completed_at,
        j.lease_owner, j.lease_token,
@@ -190,7 +191,7 @@ SELECT j.id, j.job_type, j.payload, j.status::text AS status, j.priority, j.atte
        greatest(j.heartbeat_at, w.heartbeat_at) AS heartbeat_at, j.cancel_requested_at,
        j.last_error, j.idempotency_key, j.trace_context, j.timeout_seconds,
        j.progress, j.progress_note, j.progress_at, j.checkpoint, j.checkpoint_at
-  FROM pgwork.jobs AS j
+  FROM pgwork.all_jobs AS j
   LEFT JOIN pgwork.worker_leases AS w
     ON j.status = 'running' AND w.owner = j.lease_owner AND j.worker_lease_token = j.lease_token
  WHERE j.id = %(id)s;
@@ -405,3 +406,15 @@ SELECT s.name, s.cron, s.time_zone, s.job_type, s.missed, s.last_tick, s.last_jo
        s.skipped_ticks, s.fired_at
   FROM pgwork.schedules AS s
  ORDER BY s.name;
+
+-- name: archive_batch :one
+-- One batch of archiving: succeeded and cancelled jobs completed before now - older_than, from the
+-- completed_at the previous batch reached, moved to pgwork.job_history (migration 0027); run in its
+-- own short transaction.
+SELECT * FROM pgwork.archive_batch(%(older_than)s::float8, %(batch)s::integer, %(after)s::timestamptz,
+                                   %(now)s::timestamptz);
+
+-- name: drop_history :many
+-- Retention of archived jobs: every day partition of pgwork.job_history wholly before a day,
+-- detached and dropped (migration 0027).
+SELECT * FROM pgwork.drop_history(%(before)s::date, %(now)s::timestamptz);

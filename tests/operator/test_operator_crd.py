@@ -51,6 +51,8 @@ AGREED = [  # (case, spec, valid)
     ("schedule 4 fields", spec_with("reaper", schedule="* * * *"), False),
     ("schedule macro", spec_with("reaper", schedule="@hourly"), True),
     ("retention schedule 6 fields", spec_with("retention", schedule="0 0 * * * *"), False),
+    ("archive after a day", spec_with("retention", archiveAfter="1d"), True),
+    ("archive after a bare number", spec_with("retention", archiveAfter="30"), False),
     ("every above loop", spec_with("reaper", loopSeconds=5, everySeconds=10), False),
     ("loop off", spec_with("reaper", loopSeconds=0, everySeconds=30), True),
     ("no app nor args", {**BASE, "worker": {"image": "i"}}, False),

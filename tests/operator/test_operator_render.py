@@ -143,6 +143,8 @@ def test_worker_pod() -> None:
         ({"reaper": {"loopSeconds": 0, "suspend": True}}, ["reap"], True, False),
         ({"retention": {"enabled": False, "olderThan": "30d"}}, ["reap", "--loop-for", "50s", "--every", "10s"],
          False, True),
+        ({"retention": {"archiveAfter": "1d", "olderThan": "30d"}},
+         ["reap", "--loop-for", "50s", "--every", "10s", "--archive-after", "1d"], False, False),
     ],
 )  # fmt: skip
 def test_cronjobs(
@@ -154,9 +156,11 @@ def test_cronjobs(
     assert reaper["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"] == reaper_args
     assert reaper["spec"]["suspend"] is reaper_suspended
     assert prune["spec"]["suspend"] is prune_suspended
-    older = overrides.get("retention", {}).get("olderThan", "7d")
+    retention = overrides.get("retention", {})
+    # With archiving on, retention drops whole days of pgwork.job_history instead of deleting rows.
+    command = "drop-history" if "archiveAfter" in retention else "prune"
     assert prune["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"] == [
-        "prune", "--older-than", older,
+        command, "--older-than", retention.get("olderThan", "7d"),
     ]  # fmt: skip
 
 

@@ -81,6 +81,8 @@ def test_defaults_fill_a_minimal_spec() -> None:
         (with_(retention={"olderThan": "a week"}), "spec.retention.olderThan", "duration"),
         (with_(retention={"olderThan": "0s"}), "spec.retention.olderThan", "as soon as they finish"),
         (with_(retention={"olderThan": "0d0h"}), "spec.retention.olderThan", "retention.enabled: false"),
+        (with_(retention={"archiveAfter": "a day"}), "spec.retention.archiveAfter", "duration"),
+        (with_(retention={"archiveAfter": "0s"}), "spec.retention.archiveAfter", "the moment they finish"),
         (with_(retention={"schedule": "@sometimes"}), "spec.retention.schedule", "macro"),
         (with_(replicas=-1), "spec.replicas", "out of range"),
     ],
