@@ -24,7 +24,6 @@ from typing import Any
 
 import psycopg
 from psycopg import Cursor, pq
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from pgwork.db import statements
@@ -96,8 +95,8 @@ def finish_then_claim(
     creates jobs) and fail_many (`fail` params), then the claim behind a savepoint, in one
     transaction and one flush. Raises what the finishes (or their commit) raised: then nothing
     was written and nothing claimed."""
-    done_cur = conn.cursor(row_factory=class_row(SucceedManyRow))
-    failed_cur = conn.cursor(row_factory=class_row(FailManyRow))
+    done_cur = conn.cursor(row_factory=statements.row_factory(SucceedManyRow))
+    failed_cur = conn.cursor(row_factory=statements.row_factory(FailManyRow))
     claim_cur = conn.cursor(row_factory=statements.row_factory(ClaimRow), binary=True)
     savepoint = conn.cursor()
     commit = conn.cursor()

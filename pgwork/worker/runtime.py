@@ -379,12 +379,13 @@ class Worker:
         """How many jobs to claim now (none once stopping)."""
         if self._stop.is_set():
             return 0
+        held = self.holdings.counts()
         return claim_size(
             self._holds,
             max(self.options.batch, self._per_slot),
-            waiting=self.holdings.count(AttemptState.WAITING),
-            running=self.holdings.count(AttemptState.RUNNING),
-            finishing=self.holdings.count(AttemptState.FINISHING),
+            waiting=held[AttemptState.WAITING],
+            running=held[AttemptState.RUNNING],
+            finishing=held[AttemptState.FINISHING],
             ahead=self._ahead if self._full else 0,
         )
 
