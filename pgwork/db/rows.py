@@ -201,8 +201,10 @@ class SucceedRow:
     inserted: int
 
 
-@dataclass(frozen=True)
-class SucceedManyRow:
+class SucceedManyRow(NamedTuple):
+    """One job a batch's write marked succeeded. A named tuple, built by position (as ClaimRow):
+    the finisher reads one per job."""
+
     id: int
     inserted: bool
 
@@ -267,8 +269,9 @@ class Rotated:
     moved: int
 
 
-@dataclass(frozen=True)
-class FailManyRow:
+class FailManyRow(NamedTuple):
+    """One job a batch's write marked failed (a named tuple, as SucceedManyRow)."""
+
     id: int
     status: str
     available_at: datetime

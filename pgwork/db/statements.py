@@ -14,6 +14,7 @@ from typing import Any, LiteralString, TypeVar
 
 from psycopg import AsyncConnection, Connection, Copy, Cursor
 from psycopg._cursor_base import BaseCursor
+from psycopg.pq.abc import PGresult
 from psycopg.rows import RowFactory, RowMaker, class_row, tuple_row
 
 from pgwork import sql_files
@@ -33,24 +34,28 @@ def row_factory(row: type[T]) -> RowFactory[T]:
     """class_row for a dataclass; for a NamedTuple, rows built by position (no keyword dict per
     row) once the statement's column names are checked against its fields, so a renamed or
     reordered column still fails loudly."""
-    fields: tuple[str, ...] | None = getattr(row, "_fields", None)
-    if fields is None:
+    if getattr(row, "_fields", None) is None:
         return class_row(row)
-    make: Callable[[Sequence[Any]], T] = row._make  # type: ignore[attr-defined]
-    # The names as the server sends them (ASCII identifiers): compared without building the
-    # cursor's description, whose Column objects cost a one-job claim more than its row.
-    expected = tuple(f.encode() for f in fields)
 
     def by_position(cur: BaseCursor[Any, Any]) -> RowMaker[T]:
-        res = cur.pgresult
-        names = tuple(res.fname(i) or b"" for i in range(res.nfields)) if res is not None else ()
-        if names and names != expected[: len(names)]:
-            answered = tuple(n.decode(errors="replace") for n in names)
-            raise ValueError(f"{row.__name__} expects columns {fields}, the statement answered {answered}")
-        # Fewer columns (an older schema's answer): the fields after them take their defaults.
-        return make if len(names) == len(fields) else lambda values: row(*values)
+        return positional(row, cur.pgresult)
 
     return by_position
+
+
+def positional(row: type[T], res: PGresult | None) -> RowMaker[T]:
+    """How a NamedTuple `row` is built from one of `res`'s rows, by position, once the answer's
+    column names are checked against its fields (a ValueError names both)."""
+    fields: tuple[str, ...] = row._fields  # type: ignore[attr-defined]
+    # The names as the server sends them (ASCII identifiers): compared without building the
+    # cursor's description, whose Column objects cost a one-job claim more than its row.
+    names = tuple(res.fname(i) or b"" for i in range(res.nfields)) if res is not None else ()
+    if names and names != tuple(f.encode() for f in fields)[: len(names)]:
+        answered = tuple(n.decode(errors="replace") for n in names)
+        raise ValueError(f"{row.__name__} expects columns {fields}, the statement answered {answered}")
+    # Fewer columns (an older schema's answer): the fields after them take their defaults.
+    make: Callable[[Sequence[Any]], T] = row._make  # type: ignore[attr-defined]
+    return make if len(names) == len(fields) else lambda values: row(*values)
 
 
 def many(conn: Connection[Any], name: str, params: Params, row: type[T], *, binary: bool = False) -> list[T]:

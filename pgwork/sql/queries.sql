@@ -137,6 +137,12 @@ SELECT * FROM pgwork.succeed(%(id)s::bigint, %(token)s::uuid, %(result)s::jsonb,
 SELECT * FROM pgwork.succeed_many(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::jsonb[],
                                   %(now)s::timestamptz);
 
+-- name: succeed_many_inline :many
+-- succeed_many with its arguments bound into the text: pgwork.db.roundtrip sends it with the next
+-- claim in one simple-query message, which carries no arguments of its own (issue 28).
+SELECT * FROM pgwork.succeed_many(%(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::jsonb[],
+                                  %(now)s::timestamptz);
+
 -- name: succeed_followups :many
 -- succeed_many, and the follow-up jobs of what it marked succeeded, in one transaction (migration 22).
 SELECT * FROM pgwork.succeed_with_followups(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 from pgwork import tracing
 from pgwork.tables import inert
@@ -34,11 +35,12 @@ class Bookkeeper:
         # one counter increment: a child lookup takes a lock and costs more than the observation.
         durations: dict[tuple[str, str], list[float]] = {}
         now = time.monotonic()
+        out = _Lines()
         for a, outcome in answers:
             durations.setdefault((a.job_type, outcome.value), []).append(now - a.claimed_at)
             # A lost lease wrote nothing, whatever had been decided.
             decision = lost() if outcome is Outcome.LEASE_LOST else a.decision or Decision(outcome)
-            _log(a, decision, outcome, now)
+            _log(out, a, decision, outcome, now)
             if a.span is not None:
                 if decision.error_type is not None:
                     tracing.mark_error(a.span, decision.error_type, decision.message or "")
@@ -57,11 +59,11 @@ class Bookkeeper:
             self._wake.set()  # a burst worker may be waiting for the last write
 
 
-def _log(a: Attempt, decision: Decision, outcome: Outcome, now: float) -> None:
+def _log(out: _Lines, a: Attempt, decision: Decision, outcome: Outcome, now: float) -> None:
     job = a.job
     if outcome in (Outcome.SUCCEEDED, Outcome.DUPLICATE):
         started = a.started_at if a.started_at is not None else a.claimed_at
-        _line(
+        out.line(
             logging.INFO,
             "job %s (%s) attempt %d succeeded in %.3fs%s",
             job.id,
@@ -74,7 +76,7 @@ def _log(a: Attempt, decision: Decision, outcome: Outcome, now: float) -> None:
         # The attempt failed before a heartbeat brought the cancellation: the database ended it
         # cancelled rather than retried (migration 13).
         lines = (decision.error or "").strip().splitlines()
-        _line(
+        out.line(
             logging.WARNING,
             "job %s (%s) attempt %d failed -> cancelled (its cancellation was requested): %s",
             job.id,
@@ -83,12 +85,12 @@ def _log(a: Attempt, decision: Decision, outcome: Outcome, now: float) -> None:
             lines[0] if lines else "",
         )
     elif outcome is Outcome.CANCELLED:
-        _line(
+        out.line(
             logging.INFO, "job %s (%s) attempt %d cancelled while running; stopped", job.id, job.job_type, job.attempt
         )
     elif outcome in (Outcome.RETRY, Outcome.DEAD):
         lines = (decision.error or "").strip().splitlines()
-        _line(
+        out.line(
             logging.WARNING,
             "job %s (%s) attempt %d failed -> %s: %s",
             job.id,
@@ -102,12 +104,36 @@ def _log(a: Attempt, decision: Decision, outcome: Outcome, now: float) -> None:
 _LINE = _log.__code__.co_firstlineno
 
 
-def _line(level: int, msg: str, *args: object) -> None:
-    """`log.log(level, msg, *args)` without its walk up the stack for the caller (findCaller, a
-    third of a line's cost, paid per job): the record names `_log` here as its origin. The
-    level, the logger's filters and handlers apply as ever. Text arguments (the job type, the
-    error's first line: job data) are made inert here too, whatever formatter an embedding
-    program's handler uses (pgwork's own, logsetup.LineFormatter, escapes every line)."""
-    if log.isEnabledFor(level):
+class _Lines:
+    """One batch's job lines, each its own LogRecord through the logger's filters and handlers.
+
+    `log.log(level, msg, *args)` without its walk up the stack for the caller (findCaller, a
+    third of a line's cost, paid per job): a record names `_log` here as its origin. The first
+    record of each level is made by the logger (`makeRecord`, so by the record factory in force);
+    the batch's later ones copy its attributes and take their own message arguments, as long as
+    that factory is logging's own (LogRecord's constructor was a third of what is left of a
+    line's cost, issue 28). They then share its creation time, thread and process: the batch was
+    booked at that instant, on that thread. Text arguments (the job type, the error's first
+    line: job data) are made inert here too, whatever formatter an embedding program's handler
+    uses (pgwork's own, logsetup.LineFormatter, escapes every line)."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, dict[str, Any]] = {}
+
+    def line(self, level: int, msg: str, *args: object) -> None:
+        if not log.isEnabledFor(level):
+            return
         args = tuple(inert(a) if isinstance(a, str) else a for a in args)
-        log.handle(log.makeRecord(log.name, level, __file__, _LINE, msg, args, None, "_log"))
+        made = self._made.get(level)
+        if made is None:
+            record = log.makeRecord(log.name, level, __file__, _LINE, msg, args, None, "_log")
+            if logging.getLogRecordFactory() is logging.LogRecord:
+                self._made[level] = dict(record.__dict__)  # before a handler adds to it
+        else:
+            record = _new_record(logging.LogRecord)
+            record.__dict__.update(made)
+            record.msg, record.args = msg, args
+        log.handle(record)
+
+
+_new_record = logging.LogRecord.__new__

@@ -18,18 +18,35 @@ from dataclasses import dataclass
 from pgwork.models import ClaimedJob, TypeStats
 
 
-def claim_size(concurrency: int, batch: int, *, waiting: int, running: int, finishing: int = 0) -> int:
+def claim_size(concurrency: int, batch: int, *, waiting: int, running: int, finishing: int = 0, ahead: int = 0) -> int:
     """Jobs to claim in the next statement: none while the runners still have at least one job
     each queued (claiming more would only hold leases idle), else enough to fill the worker's
     capacity of max(concurrency, batch) jobs waiting or running, and never more than `batch` at
     once. Jobs whose outcome waits to be written (`finishing`) free their runner at once, but
     back-pressure holds: with more than one capacity of them pending, claiming waits for the
-    writes, so a writer that falls behind never lets the worker hoard leases."""
+    writes, so a writer that falls behind never lets the worker hoard leases.
+
+    `ahead` (plain handlers at a large batch, pgwork.worker.plan.claim_ahead): up to that many
+    jobs more may be held, claimed only as one whole batch once the jobs in hand fit in the
+    capacity, so the next batch's claim overlaps the current batch's run instead of following it."""
+    if ahead:
+        capacity = max(concurrency, batch)
+        held = waiting + running
+        fits = held + batch <= capacity + ahead and held + finishing + batch <= 2 * capacity + ahead
+        return batch if fits else 0
     if waiting >= concurrency:
         return 0
     capacity = max(concurrency, batch)
     room = min(capacity - waiting - running, 2 * capacity - waiting - running - finishing)
     return max(0, min(batch, room))
+
+
+def wake_below(holds: int, batch: int, concurrency: int, ahead: int) -> int:
+    """How few jobs queued for the runners wake the main loop to claim (pure): fewer than `holds`
+    (claim_size's first rule), or, with a whole batch `ahead`, as soon as the jobs in hand (those
+    queued and at most `concurrency` running) fit in the capacity, so the next batch's claim
+    starts while a full batch is still to run."""
+    return max(holds, batch) - concurrency + 1 if ahead else holds
 
 
 def held_back(stats: Iterable[TypeStats]) -> bool:

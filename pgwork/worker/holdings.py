@@ -63,6 +63,15 @@ class Holdings:
         with self._lock:
             return sum(1 for h in self._held.values() if h.state is state)
 
+    def counts(self) -> dict[AttemptState, int]:
+        """How many are held in each state, in one pass under one hold of the lock (the main
+        loop asks before every claim: three `count` calls walked them three times)."""
+        counts = dict.fromkeys(AttemptState, 0)
+        with self._lock:
+            for h in self._held.values():
+                counts[h.state] += 1
+        return counts
+
     def wait_until_empty_or(self, deadline: float, interrupted: threading.Event) -> bool:
         """Block until nothing is running (WAITING/RUNNING/FINISHING), the monotonic deadline
         passes, or `interrupted` is set. True if everything finished."""

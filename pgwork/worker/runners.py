@@ -255,6 +255,11 @@ class Runners:
         assert run is not None
         return lambda: run(unit)
 
+    def wake_below(self, queued: int) -> None:
+        """From now on, wake the main loop when a job ends with fewer than `queued` jobs queued
+        (claims.wake_below: it changes with whether the worker claims a batch ahead)."""
+        self._queued_max = queued
+
     @property
     def queued(self) -> int:
         """Jobs submitted and not yet handed to a slot (read without the lock: a hint)."""

@@ -39,7 +39,7 @@ from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.calls import Calls
 from pgwork.worker.children import ChildPool
-from pgwork.worker.claims import ClaimGate, ClaimRoom, claim_size, held_back
+from pgwork.worker.claims import ClaimGate, ClaimRoom, claim_size, held_back, wake_below
 from pgwork.worker.describe import first_line, usable_trace_context
 from pgwork.worker.finishes import Finisher
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
@@ -47,7 +47,7 @@ from pgwork.worker.holdings import Holdings
 from pgwork.worker.job import Job
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import EXIT_POOLER, WorkerOptions
-from pgwork.worker.plan import plan_handlers
+from pgwork.worker.plan import PIPELINE_MAX_BATCH, plan_handlers
 from pgwork.worker.registry import Registry
 from pgwork.worker.runners import Runners
 from pgwork.worker.shutdown import Shutdown
@@ -66,12 +66,6 @@ STALL_SECONDS = 60.0
 RELEASE_SECONDS = 2.0
 # How long a stopping worker waits for its heartbeat and listener threads to close their connections.
 JOIN_SECONDS = 1.0
-# The finisher's write carries the next claim only for claims this small. At batch 1 the round
-# trip saved is most of a job's cost (0.57x -> 0.65x the bare loop); at batch 100 the main loop
-# waiting for the finisher's write, instead of claiming beside it, measured 0.62x the API loop
-# against 0.72x without (ranges overlapping, on a loaded machine): until a quiet run decides, the
-# large batches keep claiming beside the write.
-PIPELINE_MAX_BATCH = 10
 # After a claim that skipped a limited type (another session held its limit row past the claim's
 # few milliseconds of patience), claim again this soon rather than after --poll: under heavy
 # contention the row is free again within milliseconds; a holder that keeps it costs one claim
@@ -151,6 +145,8 @@ class Worker:
         self._per_slot = plan.per_slot
         # Jobs held at most, waiting or running: the slots' and one batch ahead (plan.claim_ahead).
         self._holds = options.concurrency * plan.per_slot + plan.ahead
+        # Plain handlers at a large --batch: one whole batch more, once the last claim came back full.
+        self._ahead, self._full = plan.whole_ahead, False
         plain, asynchronous = registry.kinds(types, options.isolation)
         self.runners = Runners(
             options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, queued=self._holds
@@ -165,8 +161,10 @@ class Worker:
             # A batch handler's worker claims its next batch beside the write, not after it
             # (pgwork.worker.plan.claim_ahead): the call after next waits for that claim.
             gate=self._gate if options.batch <= PIPELINE_MAX_BATCH and not plan.ahead else None,
-            # One runner: it writes its own outcome (and claims its next job) without a hand-off.
-            inline=options.concurrency == 1,
+            # One runner: it writes its own outcome (and claims its next job) without a hand-off;
+            # not at a batch too large to claim with the write: its outcomes would go one per write
+            # (1,400 jobs/s at --batch 100 against the finisher's batches).
+            inline=options.concurrency == 1 and options.batch <= PIPELINE_MAX_BATCH,
         )
         self._calls = Calls(
             self.finisher,
@@ -361,6 +359,7 @@ class Worker:
                         continue
                     claim_backoff = 0.0
                     self._claim_ok = True
+                    self._claimed_full(len(claimed) == room)
                     if claimed:
                         self._took(claimed, None)
                         if len(claimed) == room:
@@ -382,13 +381,23 @@ class Worker:
         """How many jobs to claim now (none once stopping)."""
         if self._stop.is_set():
             return 0
+        held = self.holdings.counts()
         return claim_size(
             self._holds,
             max(self.options.batch, self._per_slot),
-            waiting=self.holdings.count(AttemptState.WAITING),
-            running=self.holdings.count(AttemptState.RUNNING),
-            finishing=self.holdings.count(AttemptState.FINISHING),
+            waiting=held[AttemptState.WAITING],
+            running=held[AttemptState.RUNNING],
+            finishing=held[AttemptState.FINISHING],
+            ahead=self._ahead if self._full else 0,
         )
+
+    def _claimed_full(self, full: bool) -> None:
+        """After the main loop's claim: a full one lets the next batch be claimed ahead (if this
+        worker claims ahead at all: plan.whole_batch_ahead), one that was not stops that."""
+        if self._ahead and full != self._full:
+            self._full = full
+            o = self.options
+            self.runners.wake_below(wake_below(self._holds, o.batch, o.concurrency, self._ahead if full else 0))
 
     def _held_back(self) -> bool:
         """A burst worker's empty claim: were ready jobs held back by a limit (claims.held_back)?"""

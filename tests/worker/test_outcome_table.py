@@ -9,10 +9,10 @@ import pytest
 
 from pgwork.failure import DeadReason
 from pgwork.models import Completion, FailOutcome, TypeStats
-from pgwork.worker.claims import claim_size, held_back
+from pgwork.worker.claims import claim_size, held_back, wake_below
 from pgwork.worker.job import PermanentError, StopReason
 from pgwork.worker.outcome import Ended, Outcome, after_failure, after_success, decide
-from pgwork.worker.plan import claim_ahead
+from pgwork.worker.plan import claim_ahead, whole_batch_ahead
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BOOM = ValueError("boom")
@@ -166,3 +166,56 @@ def test_claim_size_with_a_batch_ahead(waiting: int, running: int, finishing: in
     # One slot of batch 64 (concurrency 1), holding the slot's batch and one ahead.
     holds = 1 * 64 + claim_ahead(64)
     assert claim_size(holds, 64, waiting=waiting, running=running, finishing=finishing) == claim
+
+
+@pytest.mark.parametrize(
+    ("per_slot", "batch", "ahead"),
+    [
+        (1, 1, 0),  # a one-job worker's claim rides on its write instead
+        (1, 10, 0),
+        (1, 11, 11),  # too large to ride on the write: one whole batch ahead
+        (1, 100, 100),
+        (64, 100, 0),  # a batch handler's slot has its own batch ahead (claim_ahead)
+    ],
+)
+def test_plain_handlers_at_a_large_batch_claim_one_whole_batch_ahead(per_slot: int, batch: int, ahead: int) -> None:
+    assert whole_batch_ahead(per_slot, batch) == ahead
+
+
+@pytest.mark.parametrize(
+    ("waiting", "running", "finishing", "claim"),
+    [
+        (0, 0, 0, 100),  # idle: the first batch
+        (84, 16, 0, 100),  # one batch in hand, the runners busy: the next one ahead
+        (85, 16, 0, 0),  # more than one batch in hand: never a fragment of the next
+        (184, 16, 0, 0),  # one batch ahead already: nothing more, whatever the backlog
+        (0, 10, 0, 100),  # the runners running dry
+        (0, 16, 184, 100),  # writes pending up to two capacities beside one in hand: still one ahead
+        (0, 16, 185, 0),  # the writer falls behind: wait for it
+    ],
+)
+def test_claim_size_with_a_whole_batch_ahead(waiting: int, running: int, finishing: int, claim: int) -> None:
+    # --concurrency 16 --batch 100 with plain handlers: capacity 100, one whole batch ahead.
+    assert claim_size(16, 100, waiting=waiting, running=running, finishing=finishing, ahead=100) == claim
+    # Held never exceeds the capacity and one batch.
+    assert waiting + running + claim <= 200
+
+
+@pytest.mark.parametrize(
+    ("holds", "batch", "concurrency", "ahead", "below"),
+    [
+        (16, 100, 16, 0, 16),  # no batch ahead: when the runners run dry of queued jobs
+        (16, 100, 16, 100, 85),  # a batch ahead: as soon as the jobs in hand fit in the capacity
+        (50, 20, 50, 20, 1),  # concurrency above the batch: once nothing is queued
+    ],
+)
+def test_when_the_runners_wake_the_main_loop_to_claim(
+    holds: int, batch: int, concurrency: int, ahead: int, below: int
+) -> None:
+    assert wake_below(holds, batch, concurrency, ahead) == below
+    if ahead:  # woken when queued < below, with every runner busy: the claim fits
+        capacity = max(holds, batch)
+        assert claim_size(holds, batch, waiting=below - 1, running=concurrency, ahead=ahead) == batch
+        assert claim_size(holds, batch, waiting=below, running=concurrency, ahead=ahead) == (
+            batch if below + concurrency <= capacity else 0
+        )

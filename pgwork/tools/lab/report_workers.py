@@ -62,7 +62,7 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
 PEER_TABLE = [
     "### Beside pgqueuer in its recommended setup (issue 28)",
     "",
-    "_Run 20261204T224636Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 1.5-2.1 during "
+    "_Run 20261205T011958Z, PostgreSQL 15 on the shared two-core machine, 1-min load average 1.3-3.7 during "
     "the run (other engineers' tests and benchmarks): per-round ratios ranged widely; read the medians with "
     "their ranges._ One process on each side, each starting its turn with its database's jobs tables emptied "
     "and the whole database VACUUMed; every rate timed from the database, first start to last "
@@ -71,42 +71,48 @@ PEER_TABLE = [
     "",
     "| | jobs/s (median) | ratio |",
     "|---|---|---|",
-    "| `pgwork worker --batch 100 --concurrency 16` | 11,946 | **0.69x [0.59-0.70] pgqueuer**; 0.65x [0.55-0.74] "
+    "| `pgwork worker --batch 100 --concurrency 16` | 14,422 | **0.81x [0.73-0.91] pgqueuer**; 0.77x [0.71-0.81] "
     "pgwork's own Queue API loop |",
-    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 17,400 | |",
-    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 6,065 | the worker "
-    "is 1.85x [1.72-2.47] of it |",
-    "| pgwork Queue API loop, claim 100 + succeed_many | 19,321 | 1.06x [0.93-1.12] pgqueuer |",
-    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 4,757 vs 7,440 | 0.66x [0.64-0.73] |",
-    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 747 vs 840 | 0.93x [0.71-1.00] |",
-    "| the same worker vs the reference design's bare claim/finish loop | 747 vs 1,212 | **0.67x [0.59-0.75]** |",
-    "",
-    "The baseline in this run is main's worker, the same code as the worker under test (an A/A check of the "
-    "equal footing): per-round ratio worker/baseline batch 1 1.02x [0.76-1.15], batch 10 0.96x [0.90-1.02], "
-    "batch 100 1.07x [1.01-1.30]. The previous run (20261204T220938Z, nothing VACUUMed) had the batch 100 "
-    "worker at 0.68x [0.60-0.92] pgqueuer and batch 1 at 0.54x [0.35-0.56] the bare loop.",
+    "| pgqueuer 1.6.0 + asyncpg, batch 100 | 17,743 | |",
+    "| pgqueuer 1.6.0 + psycopg driver, batch 100 (second row: not its recommended setup) | 6,248 | the worker "
+    "is 2.28x [2.09-2.58] of it |",
+    "| pgwork Queue API loop, claim 100 + succeed_many | 19,604 | 1.07x [1.02-1.15] pgqueuer |",
+    "| `pgwork worker --batch 10 --concurrency 10` vs pgqueuer batch 10 | 4,776 vs 7,400 | 0.65x [0.61-0.72] |",
+    "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 880 vs 979 | 0.95x [0.83-0.96] |",
+    "| the same worker vs the reference design's bare claim/finish loop | 880 vs 1,358 | **0.64x [0.60-0.69]** |",
     "",
     "Issue 28's targets (worker batch 100 >= 1.5x pgqueuer on asyncpg, batch 1 >= 0.8x the bare loop, batch "
-    "100 >= 0.9x the API loop) are not met. The earlier `2.55x pgqueuer` (run 20261203T151511Z, the "
-    "`vs pgqueuer` column of older runs) was against pgqueuer's psycopg driver, timed by a clock in its process, "
-    "and overstated the worker's standing.",
+    "100 >= 0.9x the API loop) are not met. The run before (20261204T224636Z, the same lab, load 1.5-2.1) had "
+    "the batch 100 worker at 0.69x [0.59-0.70] pgqueuer and 0.65x [0.55-0.74] the API loop, batch 1 at 0.67x "
+    "[0.59-0.75] the bare loop. The earlier `2.55x pgqueuer` (run 20261203T151511Z, the `vs pgqueuer` column "
+    "of older runs) was against pgqueuer's psycopg driver, timed by a clock in its process, and overstated the "
+    "worker's standing.",
     "",
-    "What issue 28 changed: the claim's rows in binary format, decoded by position (a 100-job claim's decode "
-    "28 -> 17 us a job); a one-job worker's finish and next claim in one transaction and one commit, the claim "
-    "behind a savepoint (a failed claim still never undoes the finish); the main loop no longer woken after a "
-    "write whose own claim filled the room; a claim's jobs held and dispatched under one lock each; claim "
-    "timestamps through psycopg's C loader, an empty trace context without the JSON decoder. Before and after "
-    "in the same run (main's worker at bd61598 as `PGWORK_LAB_BASELINE`, per-round ratio of this worker to "
-    "main's): batch 1 1.03x [0.67-1.51], batch 10 0.97x [0.41-1.13], batch 100 1.11x [0.97-1.61]. The worker "
-    "process alone against main's, interleaved A/B on one database (5 rounds each, load 1.7-2.5): batch 1 drain "
-    "rate 1.23x [1.06-1.49] and 0.82x the process's CPU (start-up included; system time 0.28 -> 0.19 s for "
-    "2,000 jobs: no thread woken per job); batch 100 rate 1.01x [0.87-1.08], CPU 0.96x. Where the rest goes "
-    "(py-spy, GIL samples): at batch 1 about two thirds of the steady state is psycopg's pipeline machinery "
-    "for the five statements of finish + claim (sending each, dumping the array parameters, reading each "
-    "result); at batch 100 the main loop's claim path (row decode, then a ClaimedJob, Job and Attempt per "
-    "job) takes most of the samples, the finisher's write and the runners far less, the INFO line 3-4%, the "
-    "histograms under 1%. Kept as they are: one log record per job (joining a batch's lines would change what "
-    "users' log handlers see) and one histogram observation per job (under 1% of CPU).",
+    "What issue 28's third round changed (this run's worker; the baseline is main's worker at f095c88, "
+    "`PGWORK_LAB_BASELINE`): plain handlers at `--batch` over 10 claim the next whole batch while the current one "
+    "runs (at most one batch ahead, only after a full claim: docs/worker.md); a one-job worker's finish and "
+    "next claim go as one simple-query message instead of a five-statement psycopg pipeline; a batch's job lines "
+    "copy their first LogRecord; the room counted in one pass; `succeed_many`/`fail_many` rows as named "
+    "tuples; one runner at a large batch leaves its outcomes to the finisher's batches (it wrote each alone: "
+    "1,361 -> 15,688 jobs/s at `--batch 100 --concurrency 1`). Per-round ratio of this worker to main's in this "
+    "run: batch 1 1.00x [0.96-1.05], batch 10 0.99x [0.93-1.18], batch 100 1.06x [0.95-1.13]; in a run 5 "
+    "minutes before under heavier load (3.3-5.6, 20261205T011507Z, not kept): 0.98x, 1.08x, 1.02x. The worker "
+    "process alone against main's, interleaved A/B on one database each (5 rounds, load 0.4-1.0, the quietest "
+    "spell of the evening): batch 100 rate 1.20x [1.13-1.33] at 0.88x the process's CPU (start-up included); "
+    "batch 1 rate 0.97x [0.96-1.01] at 0.83x the CPU (0.61 -> 0.46 s for 2,000 jobs without start-up); batch 10 "
+    "1.00x [0.97-1.02], CPU 0.93x. On a quiet machine the one-job worker is bound by its round trips, not its "
+    "CPU: the CPU it saves shows as rate only when the cores are contended.",
+    "",
+    "Where the rest goes (py-spy, GIL samples, after): at batch 100 the main loop's claim path is 44% of the "
+    "samples (the claim's fetch and decode 20%, a ClaimedJob, Job and Attempt per job and the dispatch 24%), "
+    "the runners 21%, the finisher 21% (its write 9%, the job lines 7%); the claims run back to back, and the "
+    "process's CPU is about half of its wall time, the rest waiting on the server's claim and write, both on "
+    "the same two cores. At batch 1 the finish-and-claim message is 40% of the samples: binding its literals "
+    "15%, decoding the claimed row from text 13%. Left: the claim's and succeed_many's server cost per job "
+    "(20-35 us a job in calls of 100 here, measured alone under load), which only a change of those "
+    "functions (a migration) reaches. "
+    "Kept as they are: one log record per job (joining a batch's lines would change what users' log handlers "
+    "see) and one histogram observation per job (under 1% of CPU).",
 ]
 
 # Section 13's per-statement figures: `python scripts/claim_cost.py` (its own scratch database;
@@ -142,7 +148,8 @@ CLAIM_COST = [
     "both arms). Dropping any one cost the guarantees allow buys at most 2% of claim + finish, so the functions "
     "keep their shape; the forced generic plan is worth 0.4 ms and stays. The finish and the next claim in one "
     "transaction (one commit a job) would bring the cycle to 1.8 ms, level with the bare loop: since issue 28 the "
-    "worker's pipelined write does that, the claim behind a savepoint so that a failed claim never undoes the "
+    "worker's write does that (one simple-query message since its third round), the claim behind a savepoint so "
+    "that a failed claim never undoes the "
     "finish (pgwork.db.roundtrip).",
     "",
     "What schema 14 changed, same run, before and after: with 2,000 jobs held by other workers (claimed after "
