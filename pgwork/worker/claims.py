@@ -49,11 +49,16 @@ def wake_below(holds: int, batch: int, concurrency: int, ahead: int) -> int:
     return max(holds, batch) - concurrency + 1 if ahead else holds
 
 
-def held_back(stats: Iterable[TypeStats]) -> bool:
-    """Whether ready jobs of these types wait on a fleet-wide limit (other workers hold the type's
-    slots, or its rate is spent): then a burst worker whose claim came back empty waits for them
-    instead of exiting with the backlog undrained (pure)."""
-    return any(s.ready > 0 and (s.max_running is not None or s.rate_count is not None) for s in stats)
+def held_back(stats: Iterable[TypeStats], *, looked_again: bool = False) -> bool:
+    """Whether a burst worker whose claim came back empty should claim again instead of exiting
+    with the backlog undrained (pure): ready jobs of these types wait on a fleet-wide limit (other
+    workers hold the type's slots, or its rate is spent), or, once, ready jobs the claim did not
+    see. That happens when the ready ring's rotation moved them while the claim read (TRUNCATE is
+    not MVCC-safe: the claim's snapshot sees the old segment empty and not yet the new rows), or
+    another session's claim or cancel held their rows for a moment. A second empty claim in a row
+    with nothing limited exits: a job no claim can see never keeps a burst worker alive."""
+    limited = any(s.ready > 0 and (s.max_running is not None or s.rate_count is not None) for s in stats)
+    return limited or (not looked_again and any(s.ready > 0 for s in stats))
 
 
 @dataclass(frozen=True)

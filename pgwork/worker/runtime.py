@@ -192,6 +192,7 @@ class Worker:
         self._last_tick = time.monotonic()
         self._claim_ok = False
         self.claims = 0
+        self._looked_again = False  # a burst worker's empty claim was followed by a second look
 
     # -- control --------------------------------------------------------------------------
 
@@ -361,12 +362,16 @@ class Worker:
                     self._claim_ok = True
                     self._claimed_full(len(claimed) == room)
                     if claimed:
+                        self._looked_again = False
                         self._took(claimed, None)
                         if len(claimed) == room:
                             continue  # more may be ready
-                    elif self.options.burst and len(self.holdings) == 0 and not self._held_back():
-                        log.info("burst: no job ready and none running; exiting")
-                        return
+                    elif self.options.burst and len(self.holdings) == 0:
+                        if not self._held_back():
+                            log.info("burst: no job ready and none running; exiting")
+                            return
+                        if not self._looked_again:  # look again soon, once
+                            self._looked_again = self._skipped = True
             finally:
                 self._gate.leave()
             skipped, self._skipped = self._skipped, False
@@ -400,9 +405,9 @@ class Worker:
             self.runners.wake_below(wake_below(self._holds, o.batch, o.concurrency, self._ahead if full else 0))
 
     def _held_back(self) -> bool:
-        """A burst worker's empty claim: were ready jobs held back by a limit (claims.held_back)?"""
+        """A burst worker's empty claim: are ready jobs left that it should claim again (claims.held_back)?"""
         try:
-            return held_back(self.queue.stats(self.job_types, cap=1))
+            return held_back(self.queue.stats(self.job_types, cap=1), looked_again=self._looked_again)
         except (*TRANSIENT, PgworkError):
             return True  # cannot tell: poll again rather than exit with the backlog undrained
 

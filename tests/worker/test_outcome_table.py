@@ -135,15 +135,20 @@ def _stats(ready: int, max_running: int | None = None, rate_count: int | None = 
     [
         ([], False),
         ([_stats(0)], False),  # nothing ready: done
-        ([_stats(1)], False),  # ready but unlimited: the claim would have taken it (someone else did)
+        ([_stats(1)], True),  # ready but unseen by the claim (a ring rotation, a row held a moment): look again
         ([_stats(0, max_running=2)], False),  # limited, nothing ready: done
         ([_stats(1, max_running=2)], True),  # ready behind a running limit: wait for the slots
         ([_stats(1, rate_count=10)], True),  # ready behind a spent rate: wait for the tokens
         ([_stats(0), _stats(1, max_running=1)], True),
     ],
 )
-def test_a_burst_worker_waits_only_for_jobs_a_limit_holds_back(stats: list[TypeStats], expected: bool) -> None:
+def test_a_burst_worker_looks_again_once_and_waits_for_jobs_a_limit_holds_back(
+    stats: list[TypeStats], expected: bool
+) -> None:
     assert held_back(stats) is expected
+    # After a second empty claim only a limit keeps it: a job no claim can see never does.
+    limited = any(s.ready > 0 and (s.max_running is not None or s.rate_count is not None) for s in stats)
+    assert held_back(stats, looked_again=True) is limited
 
 
 @pytest.mark.parametrize(("per_slot", "ahead"), [(1, 0), (2, 2), (64, 64)])
