@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pgwork.tools.lab.mvcc import Plan, Timeline, configured, figures, last_sample, recovery, windows
+from pgwork.tools.lab.mvcc import Plan, Timeline, configured, figures, last_sample, recovery, runs_between, windows
 
 BASE = Plan(500, 30, 600, 120, 60)
 
@@ -15,6 +15,7 @@ def test_configured_applies_the_pairs() -> None:
     p = configured(BASE, "rate=150, hold=150,recover=60,bucket=30,workers=3,cases=ba")
     assert (p.rate, p.hold, p.recover, p.bucket, p.workers, p.cases, p.warm) == (150, 150, 60, 30, 3, ("b", "a"), 30)
     assert configured(BASE, "") == BASE
+    assert configured(BASE, "solo=1").solo and not configured(BASE, "solo=0").solo
 
 
 @pytest.mark.parametrize(
@@ -24,6 +25,7 @@ def test_configured_applies_the_pairs() -> None:
         ("rate=fast", "rate='fast' is not a number"),
         ("hold=0", "hold must be a positive number"),
         ("cases=xyz", "unknown setting 'cases'"),
+        ("solo=yes", "unknown setting 'solo'"),
     ],
 )
 def test_configured_refuses_bad_pairs(text: str, says: str) -> None:
@@ -50,12 +52,32 @@ def test_last_sample_and_recovery() -> None:
 
 def test_figures_per_bucket_and_summary() -> None:
     p = Plan(100, 10, 20, 10, 10)
-    line = Timeline(hold_at=100.0, release_at=120.0, samples=[(110.0, "pgwork", 5, 100), (120.0, "pgwork", 7, 200)])
+    line = Timeline(
+        hold_at=100.0,
+        release_at=120.0,
+        samples=[(110.0, "pgwork", 5, 100), (120.0, "pgwork", 7, 200)],
+        vacuums=[(99.0, 4), (105.0, 5), (110.2, 7), (116.0, 7), (120.3, 8)],
+    )
     claims = {"pgwork": [(95.0, 1.0), (105.0, 2.0), (115.0, 4.0), (125.0, 1.0)]}
     got = {(m.series, m.x, m.metric): m.value for m in figures(p, "b", line, claims, {"pgwork": 3000})}
     assert got[("pgwork, case b", "10 s", "claim p50")] == 2.0
     assert got[("pgwork, case b", "20 s", "claim p50")] == 4.0
     assert got[("pgwork, case b", "20 s", "backlog")] == 7
     assert got[("pgwork, case b", "20 s", "dead tuples")] == 200
+    assert got[("pgwork, case b", "10 s", "autovacuums")] == 3  # 4 before the bucket, 7 by its end
+    assert got[("pgwork, case b", "20 s", "autovacuums")] == 1
     assert got[("pgwork, case b", "summary", "last / warm-up")] == 4.0
     assert got[("pgwork, case b", "summary", "recovery")] == 5.0  # the first 5 s window after it is empty
+
+
+@pytest.mark.parametrize(
+    ("vacuums", "start", "stop", "runs"),
+    [
+        ([], 0.0, 10.0, 0),
+        ([(1.0, 3)], 0.0, 10.0, 0),  # one sample inside: nothing to count from
+        ([(-1.0, 2), (5.0, 3), (9.0, 6)], 0.0, 10.0, 4),
+        ([(-1.0, 2), (11.0, 9)], 0.0, 10.0, 0),  # the later sample falls in the next bucket
+    ],
+)
+def test_runs_between(vacuums: list[tuple[float, int]], start: float, stop: float, runs: int) -> None:
+    assert runs_between(vacuums, start, stop) == runs

@@ -11,7 +11,11 @@ Recovery: seconds from the release to the first 5 s window whose claim p50 is wi
 warm-up's and whose backlog is under one second of offered work.
 
 Durations and rate: PGWORK_LAB_MVCC="rate=150,warm=15,hold=150,recover=60,bucket=30" (jobs/s per
-system, seconds). The full form is 500 jobs/s for 10 minutes, for a host that sustains it.
+system, seconds). The full form is 500 jobs/s for 10 minutes, for a host that sustains it. `solo=1`
+runs pgwork alone: on a two-core host the peers' claims, slowing under the held horizon, take CPU
+from every process, pgwork's included; alone, pgwork's own growth shows apart from theirs.
+Each bucket also counts the autovacuum runs on pgwork's tables (pg_stat_user_tables): under a
+held horizon they remove nothing and start again, CPU taken from the claims.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class Plan:
     workers: int = 2
     concurrency: int = 4
     cases: tuple[str, ...] = ("c", "b", "a")
+    solo: bool = False  # pgwork alone: no reference lanes, no pgqueuer
     # Seconds the lanes and workers get to start (Python's start-up on a loaded two-core machine)
     # before every lane begins at once.
     start_after: float = 20.0
@@ -68,15 +73,18 @@ def plan(quick: bool) -> Plan:
 
 def configured(base: Plan, text: str) -> Plan:
     """`base` with PGWORK_LAB_MVCC's `name=value` pairs applied (pure); a bad pair is one clear error."""
-    fields: dict[str, float | tuple[str, ...]] = {}
+    fields: dict[str, float | bool | tuple[str, ...]] = {}
     for pair in filter(None, (p.strip() for p in text.split(","))):
         name, _, value = pair.partition("=")
         if name == "cases" and set(value) <= set(CASES) and value:
             fields["cases"] = tuple(value)
             continue
+        if name == "solo" and value in ("0", "1"):
+            fields["solo"] = value == "1"
+            continue
         if name not in ("rate", "warm", "hold", "recover", "bucket", "workers", "concurrency"):
             raise ValueError(f"{ENV}: unknown setting {name!r}; use rate, warm, hold, recover, bucket, workers, "
-                             "concurrency (numbers) or cases (letters of abc)")  # fmt: skip
+                             "concurrency (numbers), cases (letters of abc) or solo (0 or 1)")  # fmt: skip
         try:
             number = float(value)
         except ValueError:
@@ -92,6 +100,7 @@ class Timeline:
     hold_at: float = 0.0
     release_at: float = 0.0
     samples: list[Sample] | None = None
+    vacuums: list[tuple[float, int]] | None = None  # (epoch, autovacuum runs so far on pgwork's tables)
 
 
 def _hold(lab: LabDatabase, case: str, peer: bool) -> psycopg.Connection | None:
@@ -117,6 +126,7 @@ def _reset(lab: LabDatabase) -> None:
 def _lanes(
     lab: LabDatabase, p: Plan, seconds: float, out: Path, *, peer: bool, start_at: float
 ) -> dict[str, subprocess.Popen[bytes]]:
+    """One process per lane: pgwork's; unless p.solo, the reference's two and pgqueuer's (if `peer`)."""
     env = {**worker_env(lab.dsn), "PGWORK_LAB_MVCC_START": str(start_at)}
     mod = "pgwork.tools.lab."
     commands = {
@@ -124,12 +134,12 @@ def _lanes(
     }
     # The reference design's bare loop is one connection doing a round trip per claim and per
     # completion: two loops (each with its own producer at half the rate) keep up where one would not.
-    for n in (1, 2):
+    for n in () if p.solo else (1, 2):
         commands[f"reference{n}"] = [
             sys.executable, "-m", mod + "mvcc_lanes", "reference", str(p.rate / 2), str(seconds),
             str(out / f"reference{n}"),
         ]  # fmt: skip
-    if peer:
+    if peer and not p.solo:
         commands["pgqueuer"] = [
             sys.executable,
             "-m",
@@ -156,7 +166,7 @@ def run_case(
     seconds = p.warm + p.hold + p.recover
     started = time.time() + p.start_after
     lanes = _lanes(lab, p, seconds, logs, peer=peer, start_at=started)
-    line = Timeline(samples=[])
+    line = Timeline(samples=[], vacuums=[])
     time.sleep(max(0.0, started - time.time()))
     line.hold_at = started + p.warm
     line.release_at = line.hold_at + p.hold
@@ -176,11 +186,12 @@ def run_case(
                     holder = None
                 line.release_at = time.time()
                 released = True
-            rows = lab.run("mvcc_sample")
-            if peer and lab.one("mvcc_has_pgqueuer")["present"]:
+            rows = [r for r in lab.run("mvcc_sample") if not p.solo or r["system"] == "pgwork"]
+            if peer and not p.solo and lab.one("mvcc_has_pgqueuer")["present"]:
                 rows += lab.run("mvcc_sample_pgqueuer")
             for r in rows:
                 line.samples.append((now, str(r["system"]), r["backlog"], int(r["dead"])))  # type: ignore[union-attr]
+            line.vacuums.append((now, int(lab.one("mvcc_autovacuums")["runs"])))  # type: ignore[union-attr]
             wake = now + SAMPLE_EVERY
             for event in (line.hold_at, line.release_at):
                 if now < event < wake:
@@ -227,6 +238,15 @@ def last_sample(samples: Sequence[Sample], system: str, before: float) -> tuple[
     return found[-1] if found else (None, 0)
 
 
+def runs_between(vacuums: Sequence[tuple[float, int]], start: float, stop: float) -> int:
+    """Autovacuum runs counted between the samples nearest before `start` and `stop` (pure)."""
+    before = [n for t, n in vacuums if t < start]
+    until = [n for t, n in vacuums if t < stop]
+    if not until:
+        return 0
+    return until[-1] - (before[-1] if before else until[0])
+
+
 def recovery(
     claims: Sequence[tuple[float, float]],
     samples: Sequence[Sample],
@@ -266,6 +286,10 @@ def figures(
                 Measurement(NAME, series, x, "backlog", backlog if backlog is not None else math.nan),
                 Measurement(NAME, series, x, "dead tuples", dead),
             ]
+            if system == "pgwork":
+                start = line.hold_at + i * p.bucket + 0.5
+                runs = runs_between(line.vacuums or [], start, start + p.bucket)
+                out.append(Measurement(NAME, series, x, "autovacuums", runs))
         end = line.release_at + p.recover
         last = percentile(buckets[-1] if buckets else [], 50)
         back = recovery(cs, samples, system=system, fresh_p50=fresh, release=line.release_at, end=end, rate=p.rate)

@@ -407,6 +407,11 @@ SELECT 'pgqueuer' AS system,
        (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
          WHERE schemaname = 'public' AND relname = 'pgqueuer') AS dead;
 
+-- name: mvcc_autovacuums
+-- Autovacuum runs so far on pgwork's tables (the ring's segments, jobs, results): under a held
+-- horizon each one removes nothing, and autovacuum starts another at its next look.
+SELECT coalesce(sum(autovacuum_count), 0)::bigint AS runs FROM pg_stat_user_tables WHERE schemaname = 'pgwork';
+
 -- name: mvcc_has_pgqueuer
 SELECT to_regclass('public.pgqueuer') IS NOT NULL AS present;
 
