@@ -49,12 +49,17 @@ def undecodable_reason(value: Any) -> str | None:
     return value.reason if isinstance(value, Undecodable) else None
 
 
+_decode = json.JSONDecoder().decode  # what json.loads uses, without its per-call checks
+
+
 def loads(data: bytes | str) -> Any:
     """json.loads, or an Undecodable marker instead of any exception."""
     if data == b"{}":
         return {}  # most jobs' trace context: a claim decodes one per job (issue 28)
     try:
-        return json.loads(data)
+        # Decoded here rather than by json.loads, whose guess at the encoding of bytes (UTF-8,
+        # 16 or 32) costs as much as reading a small payload; PostgreSQL sends UTF-8 (issue 28).
+        return _decode(data.decode("utf-8", "surrogatepass") if isinstance(data, bytes) else data)
     except RecursionError:
         return Undecodable("JSON nested too deeply for Python to decode")
     except ValueError as exc:  # JSONDecodeError, and the int-str digit limit
