@@ -14,7 +14,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
 class DelayProxy:
-    """127.0.0.1:`port` -> `host`:`target_port`, each chunk forwarded `rtt / 2` seconds after it arrived."""
+    """127.0.0.1:`port` -> `host`:`target_port` (or the server's Unix socket when `host` is a directory),
+    each chunk forwarded `rtt / 2` seconds after it arrived."""
 
     def __init__(self, dsn: str, rtt: float) -> None:
         params = conninfo_to_dict(dsn)
@@ -48,7 +49,11 @@ class DelayProxy:
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
+            if self.host.startswith("/"):  # a socket directory, as libpq reads it (an embedded server)
+                path = f"{self.host}/.s.PGSQL.{self.target_port}"
+                up_reader, up_writer = await asyncio.open_unix_connection(path)
+            else:
+                up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
         except OSError:
             writer.close()
             return
