@@ -34,23 +34,21 @@ from pgwork import tracing
 from pgwork.db import Queue
 from pgwork.errors import PgworkError
 from pgwork.jsonshape import result_problem
-from pgwork.models import ClaimedJob
-from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.bookkeeping import Bookkeeper
 from pgwork.worker.calls import Calls
 from pgwork.worker.children import ChildPool
-from pgwork.worker.claims import ClaimGate, ClaimRoom, claim_size, held_back, wake_below
-from pgwork.worker.describe import first_line, usable_trace_context
+from pgwork.worker.claims import ClaimGate, ClaimRoom
+from pgwork.worker.describe import first_line
 from pgwork.worker.finishes import Finisher
 from pgwork.worker.heartbeat import TRANSIENT, Heartbeat
 from pgwork.worker.holdings import Holdings
-from pgwork.worker.job import Job
 from pgwork.worker.metrics import MetricsServer, WorkerMetrics
 from pgwork.worker.options import EXIT_POOLER, WorkerOptions
 from pgwork.worker.plan import PIPELINE_MAX_BATCH, plan_handlers
 from pgwork.worker.registry import Registry
 from pgwork.worker.runners import Runners
 from pgwork.worker.shutdown import Shutdown
+from pgwork.worker.taking import Taking
 from pgwork.worker.timeouts import EXIT_ABANDONED, Enforcer, Watchdog
 from pgwork.worker.wakeup import WakeListener
 
@@ -126,7 +124,7 @@ class Worker:
         listening = options.listen and queue.can_listen
         self._listener = WakeListener(queue, self._wake, frozenset(types)) if listening else None
         self._handlers = plan.handlers
-        self._in_process = plan.in_process
+        self._taking = Taking(queue, options, plan, self.holdings, metrics=self.metrics, stop=self._stop)
         # Process isolation: a pool of spawned children, one per runner, for the types that use it.
         self._children = (
             ChildPool(
@@ -135,24 +133,21 @@ class Worker:
                 max_jobs=options.max_jobs_per_child,
                 max_memory=options.max_memory_per_child,
             )
-            if self._in_process
+            if plan.in_process
             else None
         )
         for t, (spec, _) in self._handlers.items():
             if spec.batch is not None:  # its batch series exist from the first scrape, at zero
                 self.metrics.batch_size.labels(self.metrics.type_label(t))
                 self.metrics.batch_wait.labels(self.metrics.type_label(t))
-        self._per_slot = plan.per_slot
-        # Jobs held at most, waiting or running: the slots' and one batch ahead (plan.claim_ahead).
-        self._holds = options.concurrency * plan.per_slot + plan.ahead
-        # Plain handlers at a large --batch: one whole batch more, once the last claim came back full.
-        self._ahead, self._full = plan.whole_ahead, False
         plain, asynchronous = registry.kinds(types, options.isolation)
         self.runners = Runners(
-            options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, queued=self._holds
+            options.concurrency, threads=plain, loop=asynchronous, freed=self._wake, queued=self._taking.holds
         )
+        self._taking.attach(self.runners)
         # The main loop and the finisher (whose write can carry the next claim) take turns.
-        self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, self._room, self._took))
+        taking = self._taking
+        self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, taking.room, taking.took))
         self.finisher = Finisher(
             queue,
             Bookkeeper(self.metrics, self.holdings, self._wake),
@@ -190,9 +185,6 @@ class Worker:
         self.exit_code = 0
         self._server: MetricsServer | None = None
         self._last_tick = time.monotonic()
-        self._claim_ok = False
-        self.claims = 0
-        self._looked_again = False  # a burst worker's empty claim was followed by a second look
 
     # -- control --------------------------------------------------------------------------
 
@@ -259,7 +251,12 @@ class Worker:
         return self._stop.is_set() or time.monotonic() - self._last_tick < STALL_SECONDS
 
     def ready(self) -> bool:
-        return self._claim_ok and not self._stop.is_set()
+        return self._taking.claim_ok and not self._stop.is_set()
+
+    @property
+    def claims(self) -> int:
+        """Jobs claimed so far."""
+        return self._taking.claims
 
     def start_metrics(self) -> int:
         """Bind the metrics port now (so a busy port is a startup error). Returns the port."""
@@ -346,32 +343,33 @@ class Worker:
             if self.finisher.claims_next() or not self._gate.enter():
                 self._wake.wait(self.options.poll)
                 continue
+            taking = self._taking
             try:
-                room = self._room()
+                room = taking.room()
                 if room > 0:
                     try:
-                        claimed = self._claim(room)
+                        claimed = taking.claim(room)
                     except (*TRANSIENT, PgworkError) as exc:
                         if self._pooler_met():
                             break
-                        self._claim_ok = False
+                        taking.claim_ok = False
                         claim_backoff = min(max(claim_backoff * 2, 0.25), MAX_CLAIM_BACKOFF)
                         log.warning("claim failed (%s); retrying in %gs", first_line(exc), claim_backoff)
                         continue
                     claim_backoff = 0.0
-                    self._claim_ok = True
-                    self._claimed_full(len(claimed) == room)
+                    taking.claim_ok = True
+                    taking.claimed_full(len(claimed) == room)
                     if claimed:
-                        self._looked_again = False
-                        self._took(claimed, None)
+                        taking.looked_again = False
+                        taking.took(claimed, None)
                         if len(claimed) == room:
                             continue  # more may be ready
                     elif self.options.burst and len(self.holdings) == 0:
-                        if not self._held_back():
+                        if not taking.held_back():
                             log.info("burst: no job ready and none running; exiting")
                             return
-                        if not self._looked_again:  # look again soon, once
-                            self._looked_again = self._skipped = True
+                        if not taking.looked_again:  # look again soon, once
+                            taking.looked_again = self._skipped = True
             finally:
                 self._gate.leave()
             skipped, self._skipped = self._skipped, False
@@ -381,74 +379,6 @@ class Worker:
         """A claim left out a limited type whose row another session held (migration 0018)."""
         self.metrics.claim_skipped(job_type)
         self._skipped = True
-
-    def _room(self) -> int:
-        """How many jobs to claim now (none once stopping)."""
-        if self._stop.is_set():
-            return 0
-        held = self.holdings.counts()
-        return claim_size(
-            self._holds,
-            max(self.options.batch, self._per_slot),
-            waiting=held[AttemptState.WAITING],
-            running=held[AttemptState.RUNNING],
-            finishing=held[AttemptState.FINISHING],
-            ahead=self._ahead if self._full else 0,
-        )
-
-    def _claimed_full(self, full: bool) -> None:
-        """After the main loop's claim: a full one lets the next batch be claimed ahead (if this
-        worker claims ahead at all: plan.whole_batch_ahead), one that was not stops that."""
-        if self._ahead and full != self._full:
-            self._full = full
-            o = self.options
-            self.runners.wake_below(wake_below(self._holds, o.batch, o.concurrency, self._ahead if full else 0))
-
-    def _held_back(self) -> bool:
-        """A burst worker's empty claim: are ready jobs left that it should claim again (claims.held_back)?"""
-        try:
-            return held_back(self.queue.stats(self.job_types, cap=1), looked_again=self._looked_again)
-        except (*TRANSIENT, PgworkError):
-            return True  # cannot tell: poll again rather than exit with the backlog undrained
-
-    def _claim(self, limit: int) -> list[ClaimedJob]:
-        started = time.perf_counter()
-        claimed = self.queue.claim(
-            self.options.worker_id, job_types=self.job_types, limit=limit, lease=self.options.lease
-        )
-        self.metrics.claim_duration.observe(time.perf_counter() - started)
-        return claimed
-
-    def _took(self, claimed: list[ClaimedJob], seconds: float | None) -> None:
-        """Hold jobs a claim brought (the main loop's, or one that rode on a finish: `seconds`
-        is then its round trip, for the claim-latency histogram)."""
-        if seconds is not None:
-            self.metrics.claim_duration.observe(seconds)
-        self._claim_ok = True
-        self.claims += len(claimed)
-        attempts = [self._hold(job) for job in claimed]
-        self.holdings.add_many(attempts)  # heartbeated from now on
-        self.runners.submit_many(attempts)
-        self.metrics.in_flight.set(len(self.holdings))  # per batch, not per job
-
-    def _hold(self, claimed: ClaimedJob) -> Attempt:
-        """A claimed job's attempt; the caller holds it (Holdings.add_many) and hands it to the runners."""
-        job = Job(
-            id=claimed.id,
-            job_type=claimed.job_type,
-            payload=claimed.payload if isinstance(claimed.payload, dict) else {},
-            attempt=claimed.attempt,
-            max_attempts=claimed.max_attempts,
-            idempotency_key=claimed.idempotency_key,
-            trace_context=usable_trace_context(claimed),
-            last_checkpoint=claimed.checkpoint,
-        )
-        spec, on_loop = self._handlers[claimed.job_type]
-        attempt = Attempt(claimed, job, self.options.lease, spec, spec.backoff or self.queue.backoff, on_loop=on_loop)
-        attempt.in_process = claimed.job_type in self._in_process
-        job.saver = lambda state: self.queue.checkpoint(attempt.lease, state)
-        job.parent_reader = lambda: {p.parent_id: (p.status, p.result) for p in self.queue.parent_results(job.id)}
-        return attempt
 
     # -- shutdown -------------------------------------------------------------------------
 
