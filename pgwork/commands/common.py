@@ -12,7 +12,7 @@ from typing import Any
 
 from pgwork.db import Queue
 from pgwork.dsn import default_database_note, resolve_dsn
-from pgwork.durations import parse_duration
+from pgwork.durations import parse_age, parse_duration
 from pgwork.errors import PgworkError
 from pgwork.tables import json_safe, render
 from pgwork.validation import parse_id, parse_whole
@@ -76,6 +76,14 @@ def bounded(text: str | None, field: str, low: int, high: int, default: int) -> 
 def seconds(text: str, field: str) -> float:
     try:
         return parse_duration(text, field)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def age_seconds(text: str, field: str) -> float:
+    """An age such as 7d or 12h (pgwork.durations.parse_age), in seconds; a UsageError names the field."""
+    try:
+        return parse_age(text, field)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

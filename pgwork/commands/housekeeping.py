@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from pgwork.commands.common import UsageError, adder, bounded, open_queue, seconds
+from pgwork.commands.common import UsageError, adder, age_seconds, bounded, open_queue, seconds
 from pgwork.db.history import ArchiveProgress
-from pgwork.durations import parse_age
 from pgwork.models import PruneProgress, Reclaimed
 from pgwork.reaper import Reaper, ReaperConfig
 from pgwork.tables import visible
@@ -30,7 +29,7 @@ def cmd_reap(args: argparse.Namespace) -> int:
     every = seconds(args.every, "--every")
     if every <= 0:
         raise UsageError("--every: must be > 0 seconds, e.g. 10s")
-    archive_after = None if args.archive_after is None else _age(args.archive_after, "--archive-after")
+    archive_after = None if args.archive_after is None else age_seconds(args.archive_after, "--archive-after")
     config = ReaperConfig(every=every, loop_for=loop_for, archive_after=archive_after)
     with Reaper(lambda: open_queue(args), config, on_reclaimed=_print_reclaimed) as r:
         r.loop()
@@ -52,7 +51,7 @@ def prune_statuses(status: Sequence[str] | None, include_dead: bool) -> list[str
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    age = _age(args.older_than, "--older-than")
+    age = age_seconds(args.older_than, "--older-than")
     statuses = prune_statuses(args.status, args.include_dead)
     batch = bounded(args.batch_size, "--batch-size", 1, 100_000, 10_000)
     longest = 0.0
@@ -75,15 +74,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _age(text: str, field: str) -> float:
-    try:
-        return parse_age(text, field)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def cmd_archive(args: argparse.Namespace) -> int:
-    age = _age(args.older_than, "--older-than")
+    age = age_seconds(args.older_than, "--older-than")
     batch = bounded(args.batch_size, "--batch-size", 1, 100_000, 10_000)
     longest = 0.0
 
@@ -107,7 +99,7 @@ def history_cutoff(before: str | None, older_than: str | None, now: datetime) ->
         raise UsageError("give exactly one of --before DATE (e.g. 2026-11-05) or --older-than AGE (e.g. 30d)")
     today = now.astimezone(UTC).date()
     if older_than is not None:
-        return (now - timedelta(seconds=_age(older_than, "--older-than"))).astimezone(UTC).date()
+        return (now - timedelta(seconds=age_seconds(older_than, "--older-than"))).astimezone(UTC).date()
     assert before is not None
     try:
         day = date.fromisoformat(before.strip())

@@ -11,15 +11,10 @@ from datetime import date, datetime, timedelta
 
 from pgwork.db.base import QueueBase
 from pgwork.db.connect import AnyConnection
+from pgwork.db.rows import ArchiveBatchRow
 from pgwork.errors import InvalidArgument
 from pgwork.quoting import quoted
 from pgwork.validation import check_age, check_int
-
-
-@dataclass(frozen=True)
-class ArchiveBatchRow:
-    moved: int
-    through: datetime | None
 
 
 @dataclass(frozen=True)

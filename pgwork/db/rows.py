@@ -310,3 +310,12 @@ class ScheduleRow:
     next_tick: datetime | None
     skipped_ticks: int
     fired_at: datetime
+
+
+@dataclass(frozen=True)
+class ArchiveBatchRow:
+    """One `pgwork.archive_batch` call: jobs it moved into history, and the completed_at it reached (the
+    next batch starts after it)."""
+
+    moved: int
+    through: datetime | None
