@@ -9,7 +9,9 @@ jobs, then claims them all 100 at a time (phase `claim`), then finishes them all
 after (the client's decoding is not in it; nor is the WAL writer's or autovacuum's). Variants of
 the finish run in turn within each round, each on emptied, VACUUMed tables: `as is`, and with the
 per-row completion NOTIFY trigger disabled (its cost: one plpgsql call and one pg_notify per
-finished job). Median [min-max] over rounds.
+finished job). `--listeners N` adds N idle connections LISTENing on pgwork_jobs, as each worker
+keeps one, and prints their backends' CPU per job beside: every commit that notified wakes each of
+them to read the queued notifications, whatever the channel. Median [min-max] over rounds.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument(
+        "--listeners", type=int, default=0, help="idle connections LISTENing on pgwork_jobs, as each worker keeps"
+    )
     args = parser.parse_args()
     figures: dict[str, list[float]] = {}
     with (
@@ -51,6 +56,21 @@ def main() -> None:
         Queue(lab.dsn, pool_size=1, application_name="pgwork-server-cost") as queue,
         psycopg.connect(lab.dsn, autocommit=True) as admin,
     ):
+        # Each worker's wake-up connection: idle, LISTENing on another channel than the finishes'.
+        # PostgreSQL wakes every listening backend of the database at each commit that notified,
+        # and each reads the queued notifications through, whatever their channel.
+        listeners = [
+            psycopg.connect(lab.dsn, autocommit=True, application_name="pgwork-cost-listener")
+            for _ in range(args.listeners)
+        ]
+        for conn in listeners:
+            conn.execute("LISTEN pgwork_jobs")
+
+        def listener_pids() -> list[int]:
+            rows = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgwork-cost-listener'"
+            ).fetchall()
+            return [int(r[0]) for r in rows]
 
         def backend() -> int:
             # The queue's pool has one connection: every call runs on this backend.
@@ -64,11 +84,14 @@ def main() -> None:
             admin.execute(f"ALTER TABLE pgwork.jobs {'ENABLE' if on else 'DISABLE'} TRIGGER {TRIGGER}")
 
         def phase(name: str, step: Callable[[], bool]) -> None:
-            pid = backend()
-            before = cpu(pid)
+            pid, others = backend(), listener_pids()
+            before, heard = cpu(pid), sum(cpu(p) for p in others)
             while step():
                 pass
             figures.setdefault(name, []).append((cpu(pid) - before) * 1e6 / args.jobs)
+            if others:
+                spent = sum(cpu(p) for p in others) - heard
+                figures.setdefault(f"{name}, {len(others)} listeners", []).append(spent * 1e6 / args.jobs)
 
         def variant(label: str, notify: bool) -> None:
             lab.reset()
@@ -99,7 +122,12 @@ def main() -> None:
             variant("as is", True)
             variant("no finished NOTIFY", False)
         trigger(True)
-    print(f"server CPU per job (us), backend only, {args.jobs} jobs, batch {args.batch}, {args.rounds} rounds")
+        for conn in listeners:
+            conn.close()
+    print(
+        f"server CPU per job (us), {args.jobs} jobs, batch {args.batch}, {args.rounds} rounds: the working "
+        f"backend's own, and the listening backends' together ({args.listeners} listeners)"
+    )
     for name, values in figures.items():
         print(f"  {name:<36} {statistics.median(values):6.1f} [{min(values):.1f}-{max(values):.1f}]")
 
