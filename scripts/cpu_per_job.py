@@ -33,29 +33,8 @@ from pgwork.tools.fleet import WorkerFleet, worker_env
 from pgwork.tools.lab import NOOP_JOB_TYPE
 from pgwork.tools.lab.labdb import JOB_TYPE, LabDatabase
 from pgwork.tools.lab.pgqueuer_drain import GATE_ENV
+from pgwork.tools.lab.proccpu import proc_cpu, server_cpu
 from pgwork.tools.lab.workers import APP, level
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2 :].split()  # fields from the third (state) on
-
-
-def server_cpu(postmaster: int) -> float:
-    """Seconds of CPU used so far by the server: the postmaster, its reaped and its live children."""
-    own = _stat(postmaster)
-    total = sum(int(v) for v in own[11:15])  # utime stime cutime cstime
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                fields = _stat(int(entry.name))
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(fields[1]) == postmaster:
-                total += int(fields[11]) + int(fields[12])
-    return total / TICK
 
 
 def client_cpu() -> float:
@@ -65,12 +44,6 @@ def client_cpu() -> float:
         usage = resource.getrusage(who)
         total += usage.ru_utime + usage.ru_stime
     return total
-
-
-def proc_cpu(pid: int) -> float:
-    """Seconds of CPU a live process has used so far (its own, not its children's)."""
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 @dataclass

@@ -17,28 +17,17 @@ them to read the queued notifications, whatever the channel. Median [min-max] ov
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 
 import psycopg
 
 from pgwork.db import Queue
 from pgwork.models import ClaimedJob, Completion, NewJob
 from pgwork.tools.lab.labdb import LabDatabase
+from pgwork.tools.lab.proccpu import proc_cpu as cpu
 
 TRIGGER = "jobs_notify_finished"
-
-
-def _stat(pid: int) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2 :].split()
-
-
-def cpu(pid: int) -> float:
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
