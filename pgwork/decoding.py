@@ -56,10 +56,18 @@ def loads(data: bytes | str) -> Any:
     """json.loads, or an Undecodable marker instead of any exception."""
     if data == b"{}":
         return {}  # most jobs' trace context: a claim decodes one per job (issue 28)
+    # Decoded here rather than by json.loads, whose guess at the encoding of bytes (UTF-8, 16 or
+    # 32, a BOM) costs as much as reading a small payload: PostgreSQL sends UTF-8 (issue 28).
+    # Whatever this cannot read goes to json.loads, so the answer, or the error, stays its own.
     try:
-        # Decoded here rather than by json.loads, whose guess at the encoding of bytes (UTF-8,
-        # 16 or 32) costs as much as reading a small payload; PostgreSQL sends UTF-8 (issue 28).
         return _decode(data.decode("utf-8", "surrogatepass") if isinstance(data, bytes) else data)
+    except Exception:
+        return _loads_as_json_does(data)
+
+
+def _loads_as_json_does(data: bytes | str) -> Any:
+    try:
+        return json.loads(data)
     except RecursionError:
         return Undecodable("JSON nested too deeply for Python to decode")
     except ValueError as exc:  # JSONDecodeError, and the int-str digit limit

@@ -21,6 +21,9 @@ from pgwork.decoding import Undecodable, loads
         (b"[]", []),
         (b"null", None),
         (b'"{}"', "{}"),
+        (b'"\xed\xa0\x80"', "\ud800"),  # a lone surrogate, as json.loads lets it through
+        (b"\xef\xbb\xbf{}", {}),  # a UTF-8 byte order mark
+        ('{"a": 1}'.encode("utf-16"), {"a": 1}),  # what json.loads guesses as UTF-16
     ],
 )
 def test_loads_reads_json_as_json_loads_does(text: bytes | str, expected: Any) -> None:
@@ -33,6 +36,10 @@ def test_the_empty_object_is_a_new_dict_each_time() -> None:
     assert second == {} and first is not second
 
 
-@pytest.mark.parametrize("text", [b"{", b"[" * 100_000 + b"]" * 100_000, b"1" * 5000])
+@pytest.mark.parametrize("text", [b"{", b"[" * 100_000 + b"]" * 100_000, b"1" * 5000, b'"\xff"'])
 def test_what_python_cannot_decode_is_a_marker_not_an_error(text: bytes) -> None:
     assert isinstance(loads(text), Undecodable)
+
+
+def test_a_value_of_another_type_is_a_marker_not_an_error() -> None:
+    assert isinstance(loads(memoryview(b"[1]")), Undecodable)  # type: ignore[arg-type]
