@@ -5,6 +5,7 @@ claim's own error handling."""
 
 from __future__ import annotations
 
+import json
 import signal
 from datetime import UTC, datetime, timedelta
 
@@ -13,8 +14,9 @@ import psycopg
 import pytest
 
 from pgwork.db import Queue
-from pgwork.db.batches import StoredSuccess
+from pgwork.db.batches import DecidedFailure, StoredSuccess
 from pgwork.db.roundtrip import claim_params, finish_then_claim, success_params
+from pgwork.failure import decide_failure
 from pgwork.models import ClaimedJob, Completion
 from pgwork.worker.attempt import Attempt, AttemptState
 from pgwork.worker.claims import ClaimGate, ClaimRoom
@@ -209,3 +211,28 @@ def test_a_pipelining_worker_still_drains_on_sigterm(queue: Queue, spawn_worker:
     assert all(r.attempt_count <= 1 and r.lease_token is None for r in left)
     assert queue.running() == []
     assert queue.reap() == []
+
+
+# Text the one message carries bound into its SQL (ClientCursor.mogrify): quotes, backslashes, a
+# statement terminator and a comment, dollar quoting, Unicode and control characters must land
+# byte for byte, never end a literal early.
+HOSTILE = "it's \\' \\\\ '); DROP TABLE pgwork.jobs; -- $$ $q$ /* é ☃ \U0001f600 \t\r\n \x1b[31m"
+
+
+def test_hostile_text_in_a_result_and_an_error_is_stored_as_given(queue: Queue) -> None:
+    rows = Rows(queue, "rt")
+    ok, failing = rows.running(), rows.running()
+    ready = rows.pending()
+    result = json.dumps({"text": HOSTILE, HOSTILE: [HOSTILE]})
+    decision = decide_failure(failing.lease.attempt, 5, True, 30.0, datetime.now(UTC))
+    finished = queue.finish_then_claim(
+        [StoredSuccess(ok.lease, result)], [DecidedFailure(failing.lease, decision, HOSTILE)], "w-rt", job_types=["rt"]
+    )
+    assert finished.completions == {ok.id: Completion.CREATED}
+    assert [c.id for c in finished.claimed or []] == [ready]
+    stored = queue.result(ok.idempotency_key)
+    assert stored is not None and stored.result == {"text": HOSTILE, HOSTILE: [HOSTILE]}
+    failed = queue.job(failing.id)
+    assert failed is not None and failed.status == "pending" and failed.last_error is not None
+    assert HOSTILE.splitlines()[0] in failed.last_error
+    assert queue.job(ok.id) is not None  # the table is still there, and the row in it
