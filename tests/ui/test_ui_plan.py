@@ -66,7 +66,10 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
     assert len(scans) == 4, plans
     for plan in scans:
         assert "Index Scan Backward using jobs_pkey" in plan, plan
-        assert "Seq Scan" not in plan, plan
+        # Never the jobs table (nor history). A join's scan of worker_leases, one row a worker, is
+        # the planner's choice to make: on a server whose autovacuum has not analyzed that table yet
+        # (PostgreSQL 18, embedded) it guesses 810 rows and hashes them.
+        assert not re.search(r"Seq Scan on (jobs|job_history\w*) ", plan), plan
         walked = [int(n) for n in re.findall(r"Index Scan Backward using jobs_pkey.*?actual time=\S+ rows=(\d+)", plan)]
         assert walked and max(walked) <= SCAN, plan
     for plan in inner:
@@ -74,4 +77,5 @@ def test_a_search_reads_at_most_its_window_and_never_the_table(dsn: str) -> None
     # Dead letters: the newest 50 straight off jobs_dead_idx, no sort of every dead job.
     (dead,) = [p for p in inner if "j.status = 'dead'" in p and "ORDER BY j.completed_at DESC" in p]
     assert "Index Scan Backward using jobs_dead" in dead and "Sort" not in dead, dead
-    assert re.search(r"Index Scan Backward using jobs_dead\w* on jobs j .*?rows=50 loops=1", dead, re.S), dead
+    # PostgreSQL 18 prints the rows as 50.00.
+    assert re.search(r"Index Scan Backward using jobs_dead\w* on jobs j .*?rows=50(?:\.00)? loops=1", dead, re.S), dead
