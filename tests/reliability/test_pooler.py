@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from pgwork.db import Queue
 from pgwork.db.aqueue import AsyncQueue
@@ -51,6 +52,15 @@ def counts(dsn: str) -> dict[str, int]:
     return {status: int(n) for status, n in rows}
 
 
+def servers_of(bouncer: pgbouncer.Bouncer, dsn: str) -> int:
+    """Server connections PgBouncer holds now to `dsn`'s database."""
+    name = conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(bouncer.admin(dsn), autocommit=True, prepare_threshold=None) as conn:
+        cur = conn.execute("SHOW SERVERS")
+        column = [c.name for c in cur.description or []].index("database")
+        return sum(1 for row in cur.fetchall() if row[column] == name)
+
+
 def worker(dsn: str, pooler: str | None, batch: int = 5) -> subprocess.CompletedProcess[str]:
     return pgwork_cli(
         "worker", "--app", "pgwork_test_app", "--burst", "--batch", str(batch), "--concurrency", "4",
@@ -77,6 +87,16 @@ def test_a_worker_without_the_setting_releases_and_exits_naming_it(dsn: str, bou
         q.enqueue_many([NewJob("noop", {"n": i}) for i in range(3000)])
     # Batches of 50 are claimed and written by prepared statements (a batch of up to 10 rides its
     # write and next claim on one simple-query message, which prepares nothing, issue 28).
+    # PgBouncer opens a database's server connections only as clients need them at once: a worker
+    # that never had two transactions in flight together would meet one server connection, which
+    # has every statement it prepared. Four clients in a transaction at once open the pool's four,
+    # which round robin then hands the worker's transactions in turn.
+    held = [psycopg.connect(pooled, prepare_threshold=None) for _ in range(4)]
+    for conn in held:
+        conn.execute("SELECT 1")
+    assert servers_of(bouncer, dsn) == 4
+    for conn in held:
+        conn.close()
     out = worker(pooled, None, batch=50)
     assert out.returncode == EXIT_POOLER, out.stderr[-3000:]
     assert "Traceback" not in out.stderr
