@@ -10,9 +10,10 @@ finished ones completed (their leases a few milliseconds shorter at most).
 Why one message and not psycopg's pipeline mode (issue 28): the pipeline sent, dumped and read
 five statements one by one, waiting on the socket seven times a job; one message is one send and
 one read, and 40% less client CPU a job at batch 1 (the claim's answer then comes back as text,
-which at up to 10 rows costs no more). The arguments are bound into the text by psycopg
-(ClientCursor.mogrify: literals quoted by the connection's encoding and the server's rules), and
-no statement is prepared, so the message also passes a transaction-mode pooler as it is.
+which at up to 10 rows costs no more). The arguments are bound into the text as literals quoted
+by libpq for the connection's encoding and the server's rules (pgwork.db.literals; psycopg's
+ClientCursor.mogrify for any value that does not write), and no statement is prepared, so the
+message also passes a transaction-mode pooler as it is.
 
 Errors: once a statement fails the server skips the rest. A failed finish therefore never claims,
 and the caller learns it as an exception (its job is still held, to be written again the usual
@@ -24,6 +25,7 @@ caller learns it as an exception, as for a failed finish.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,7 +36,7 @@ from psycopg import ClientCursor, abc, generators, pq
 from psycopg.adapt import Transformer
 from psycopg.types.json import Jsonb
 
-from pgwork.db import statements
+from pgwork.db import literals, statements
 from pgwork.db.base import check_seconds
 from pgwork.db.connect import AnyConnection
 from pgwork.db.rows import ClaimRow, FailManyRow, SucceedManyRow
@@ -142,7 +144,7 @@ def finish_then_claim(
     if failed_at is None and len(results) != len(parts):  # never seen: counted as not written
         _end(conn)
         raise psycopg.InternalError(f"{len(results)} answers to {len(parts)} statements")
-    tx: abc.Transformer = Transformer(conn)
+    tx = _transformer(conn)
     done = _rows(tx, results[1], SucceedManyRow) if succeed is not None else []
     failed = _rows(tx, results[claim_at - 2], FailManyRow) if fail is not None else []
     if failed_at is not None:
@@ -160,9 +162,31 @@ _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
 
 
 def _bound(binder: ClientCursor[Any], name: str, params: dict[str, Any]) -> bytes:
-    """The named statement with `params` bound into its text by psycopg, as literals quoted by
-    the server's own rules (the connection's encoding and standard_conforming_strings)."""
-    return binder.mogrify(statements.statement(name, "many"), params).encode(binder.connection.info.encoding)
+    """The named statement with `params` bound into its text as literals quoted by the server's
+    own rules (the connection's encoding and standard_conforming_strings): by pgwork.db.literals
+    where it writes every argument, else by psycopg's mogrify."""
+    text = statements.statement(name, "many")
+    conn = binder.connection
+    encoding = conn.info.encoding
+    bound = literals.bind(text, params, pq.Escaping(conn.pgconn).escape_literal, encoding)
+    return bound if bound is not None else binder.mogrify(text, params).encode(encoding)
+
+
+# Per connection, with the session's TimeZone when it was made: a Transformer makes each column's
+# loader once and keeps it (a timestamptz loader reads the zone then), where a new one made them
+# again for every answer (issue 28: a fifth of decoding a one-job claim).
+_TRANSFORMERS: weakref.WeakKeyDictionary[AnyConnection, tuple[bytes | None, abc.Transformer]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _transformer(conn: AnyConnection) -> abc.Transformer:
+    zone = conn.pgconn.parameter_status(b"TimeZone")
+    kept = _TRANSFORMERS.get(conn)
+    if kept is None or kept[0] != zone:
+        kept = (zone, Transformer(conn))
+        _TRANSFORMERS[conn] = kept
+    return kept[1]
 
 
 def _rows(tx: abc.Transformer, res: pq.abc.PGresult, row: type[T]) -> list[T]:

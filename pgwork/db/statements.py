@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from functools import cache
 from typing import Any, LiteralString, TypeVar
 
 from psycopg import AsyncConnection, Connection, Copy, Cursor
@@ -50,12 +51,17 @@ def positional(row: type[T], res: PGresult | None) -> RowMaker[T]:
     # The names as the server sends them (ASCII identifiers): compared without building the
     # cursor's description, whose Column objects cost a one-job claim more than its row.
     names = tuple(res.fname(i) or b"" for i in range(res.nfields)) if res is not None else ()
-    if names and names != tuple(f.encode() for f in fields)[: len(names)]:
+    if names and names != _encoded(fields)[: len(names)]:
         answered = tuple(n.decode(errors="replace") for n in names)
         raise ValueError(f"{row.__name__} expects columns {fields}, the statement answered {answered}")
     # Fewer columns (an older schema's answer): the fields after them take their defaults.
     make: Callable[[Sequence[Any]], T] = row._make  # type: ignore[attr-defined]
     return make if len(names) == len(fields) else lambda values: row(*values)
+
+
+@cache
+def _encoded(fields: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(f.encode() for f in fields)
 
 
 def many(conn: Connection[Any], name: str, params: Params, row: type[T], *, binary: bool = False) -> list[T]:
