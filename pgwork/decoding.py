@@ -79,20 +79,30 @@ def _loads_as_json_does(data: bytes | str) -> Any:
         return Undecodable(f"JSON that Python cannot decode ({type(exc).__name__})")
 
 
-class SafeTimestamptzLoader(TimestamptzLoader):
-    def load(self, data: Buffer) -> Any:
-        try:
-            return super().load(data)
-        except DataError as exc:
-            return Undecodable(f"a timestamp Python cannot represent ({str(exc)[:120]})")
-
-
-# psycopg's own binary timestamptz loader: its C one where psycopg has its C extension (a C
-# class cannot be subclassed from Python, so it is wrapped). The pure-Python one is about 1.5 us a
-# value slower, and a claim's row carries two (issue 28).
+# psycopg's own timestamptz loaders: its C ones where psycopg has its C extension (a C class
+# cannot be subclassed from Python, so each is wrapped). The pure-Python ones are about 1.5 us a
+# value slower, and a claim's row carries two (issue 28): in binary from a claim alone, as text
+# from the one-message finish-and-claim.
+_TIMESTAMPTZ_TEXT: type[abc.Loader] = (
+    psycopg.adapters.get_loader(postgres.types["timestamptz"].oid, Format.TEXT) or TimestamptzLoader
+)
 _TIMESTAMPTZ_BINARY: type[abc.Loader] = (
     psycopg.adapters.get_loader(postgres.types["timestamptz"].oid, Format.BINARY) or TimestamptzBinaryLoader
 )
+
+
+class SafeTimestamptzLoader(Loader):
+    format = Format.TEXT
+
+    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        self._load = _TIMESTAMPTZ_TEXT(oid, context).load
+
+    def load(self, data: Buffer) -> Any:
+        try:
+            return self._load(data)
+        except DataError as exc:
+            return Undecodable(f"a timestamp Python cannot represent ({str(exc)[:120]})")
 
 
 class SafeTimestamptzBinaryLoader(Loader):

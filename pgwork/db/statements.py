@@ -50,9 +50,9 @@ def positional(row: type[T], res: PGresult | None) -> RowMaker[T]:
     fields: tuple[str, ...] = row._fields  # type: ignore[attr-defined]
     # The names as the server sends them (ASCII identifiers): compared without building the
     # cursor's description, whose Column objects cost a one-job claim more than its row.
-    names = tuple(res.fname(i) or b"" for i in range(res.nfields)) if res is not None else ()
+    names = tuple(map(res.fname, range(res.nfields))) if res is not None else ()
     if names and names != _encoded(fields)[: len(names)]:
-        answered = tuple(n.decode(errors="replace") for n in names)
+        answered = tuple((n or b"").decode(errors="replace") for n in names)
         raise ValueError(f"{row.__name__} expects columns {fields}, the statement answered {answered}")
     # Fewer columns (an older schema's answer): the fields after them take their defaults.
     make: Callable[[Sequence[Any]], T] = row._make  # type: ignore[attr-defined]
