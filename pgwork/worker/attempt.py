@@ -44,6 +44,7 @@ class Attempt:
     on_loop: bool = False  # an `async def` handler's attempt: a task on the event loop
     claimed_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None  # monotonic, when its handler was called
+    ran: float | None = None  # seconds from its handler's call to its decision
     # When the lease lapses by our own clock if no renewal lands: past it, a finish gives up.
     lease_deadline: float = 0.0
     state: AttemptState = AttemptState.WAITING

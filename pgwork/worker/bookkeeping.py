@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pgwork import tracing
@@ -25,10 +26,18 @@ log = logging.getLogger("pgwork.worker.jobs")
 
 
 class Bookkeeper:
-    def __init__(self, metrics: WorkerMetrics, holdings: Holdings, wake: threading.Event) -> None:
+    def __init__(
+        self,
+        metrics: WorkerMetrics,
+        holdings: Holdings,
+        wake: threading.Event,
+        ran: Callable[[float], None] | None = None,
+    ) -> None:
+        """`ran` is told each batch's mean run time a job: its handler's call to its decision."""
         self._metrics = metrics
         self._holdings = holdings
         self._wake = wake
+        self._ran = ran
 
     def __call__(self, answers: Answers, wake: bool = True) -> None:
         # Per (job type, outcome): the durations, observed through one labelled child each, and
@@ -36,8 +45,11 @@ class Bookkeeper:
         durations: dict[tuple[str, str], list[float]] = {}
         now = time.monotonic()
         out = _Lines()
+        ran, timed = 0.0, 0
         for a, outcome in answers:
             durations.setdefault((a.job_type, outcome.value), []).append(now - a.claimed_at)
+            if a.ran is not None:
+                ran, timed = ran + a.ran, timed + 1
             # A lost lease wrote nothing, whatever had been decided.
             decision = lost() if outcome is Outcome.LEASE_LOST else a.decision or Decision(outcome)
             _log(out, a, decision, outcome, now)
@@ -46,6 +58,8 @@ class Bookkeeper:
                     tracing.mark_error(a.span, decision.error_type, decision.message or "")
                 a.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
                 a.span.end()
+        if self._ran is not None and timed:
+            self._ran(ran / timed)
         self._holdings.remove_many([a.id for a, _ in answers])
         for (job_type, label), seconds in durations.items():
             histogram = self._metrics.job_duration.labels(self._metrics.type_label(job_type), label)

@@ -245,6 +245,8 @@ class Calls:
         """Decide the attempt (its `decision`). True: hand it to the finisher; False: nothing to
         write (abandoned, or released on shutdown meanwhile)."""
         released = not attempt.transition({AttemptState.RUNNING}, AttemptState.FINISHING)
+        if attempt.started_at is not None:
+            attempt.ran = time.monotonic() - attempt.started_at
         if attempt.abandoned:
             # The watchdog decided this attempt without us; its token no longer holds the job.
             log.info("job %s: an abandoned handler returned late; nothing is written", attempt.id)

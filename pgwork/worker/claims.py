@@ -49,6 +49,21 @@ def wake_below(holds: int, batch: int, concurrency: int, ahead: int) -> int:
     return max(holds, batch) - concurrency + 1 if ahead else holds
 
 
+# A whole batch ahead (plan.whole_batch_ahead) hides one claim's round trip per batch: a few
+# milliseconds. Once the batch takes longer than this to run in the slots, that is a few percent at
+# most, and the batch held ahead would only keep jobs leased that another worker could start now.
+AHEAD_MAX_BATCH_SECONDS = 0.1
+
+
+def ahead_pays(run_seconds: float | None, batch: int, concurrency: int) -> bool:
+    """Whether claiming a whole batch ahead is worth its leases (pure): only while a batch runs in
+    the slots within AHEAD_MAX_BATCH_SECONDS, by the handlers' recent run time a job (None: no job
+    has finished yet, so no batch is claimed ahead until one has)."""
+    if run_seconds is None:
+        return False
+    return run_seconds * batch / max(1, concurrency) <= AHEAD_MAX_BATCH_SECONDS
+
+
 def held_back(stats: Iterable[TypeStats], *, looked_again: bool = False) -> bool:
     """Whether a burst worker whose claim came back empty should claim again instead of exiting
     with the backlog undrained (pure): ready jobs of these types wait on a fleet-wide limit (other

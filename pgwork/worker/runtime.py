@@ -150,7 +150,7 @@ class Worker:
         self._gate = ClaimGate(ClaimRoom(options.worker_id, types, options.lease, taking.room, taking.took))
         self.finisher = Finisher(
             queue,
-            Bookkeeper(self.metrics, self.holdings, self._wake),
+            Bookkeeper(self.metrics, self.holdings, self._wake, self._taking.ran),
             self.runners.is_busy,
             self._deadline,
             # A batch handler's worker claims its next batch beside the write, not after it

@@ -14,7 +14,7 @@ from pgwork.db import Queue
 from pgwork.errors import PgworkError
 from pgwork.models import ClaimedJob
 from pgwork.worker.attempt import Attempt, AttemptState
-from pgwork.worker.claims import claim_size, held_back, wake_below
+from pgwork.worker.claims import ahead_pays, claim_size, held_back, wake_below
 from pgwork.worker.describe import usable_trace_context
 from pgwork.worker.heartbeat import TRANSIENT
 from pgwork.worker.holdings import Holdings
@@ -47,8 +47,10 @@ class Taking:
         self._stop = stop
         # Jobs held at most, waiting or running: the slots' and one batch ahead (plan.claim_ahead).
         self.holds = options.concurrency * plan.per_slot + plan.ahead
-        # Plain handlers at a large --batch: one whole batch more, once the last claim came back full.
+        # Plain handlers at a large --batch: one whole batch more, once the last claim came back
+        # full, while the jobs run quickly enough for that to pay (claims.ahead_pays).
         self._ahead, self._full = plan.whole_ahead, False
+        self._run_seconds: float | None = None  # the last written batch's mean run time a job
         self._runners: Runners | None = None
         self.claim_ok = False  # the last claim reached the database (readiness)
         self.claims = 0  # jobs claimed so far
@@ -74,11 +76,17 @@ class Taking:
 
     def claimed_full(self, full: bool) -> None:
         """After the main loop's claim: a full one lets the next batch be claimed ahead (if this
-        worker claims ahead at all: plan.whole_batch_ahead), one that was not stops that."""
+        worker claims ahead at all: plan.whole_batch_ahead, and its jobs run quickly enough:
+        claims.ahead_pays), one that was not stops that."""
+        o = self.options
+        full = full and ahead_pays(self._run_seconds, o.batch, o.concurrency)
         if self._ahead and full != self._full and self._runners is not None:
             self._full = full
-            o = self.options
             self._runners.wake_below(wake_below(self.holds, o.batch, o.concurrency, self._ahead if full else 0))
+
+    def ran(self, seconds: float) -> None:
+        """A written batch's mean run time a job (pgwork.worker.bookkeeping), for claims.ahead_pays."""
+        self._run_seconds = seconds
 
     def held_back(self) -> bool:
         """A burst worker's empty claim: are ready jobs left that it should claim again (claims.held_back)?"""

@@ -1,14 +1,19 @@
 """Plain handlers at a large --batch claim the next batch while the current one runs (issue 28):
 never more than one whole batch ahead, the jobs held ahead heartbeated and never started once
-their lease is lost, and released unstarted on shutdown."""
+their lease is lost, and released unstarted on shutdown; and only while the jobs run quickly
+enough for that to pay (claims.ahead_pays): a worker of slow jobs holds no batch ahead."""
 
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
 from pgwork.db import Queue
+from pgwork.models import NewJob
 from pgwork.worker.job import Job
 from pgwork.worker.registry import Registry
 from tests.support.waiting import wait_for
@@ -40,24 +45,39 @@ def _renewed(queue: Queue) -> int:
     return 0 if row is None else int(row[0])
 
 
-def _blocked(queue: Queue, jobs: int) -> tuple[Registry, list[int], list[int], threading.Event]:
+@dataclass
+class Blocked:
+    ids: list[int]
+    started: list[int]
+    release: threading.Event
+
+
+def _warmed(queue: Queue, jobs: int, *, warm: float = 0.0, **options: Any) -> tuple[InProcess, Blocked]:
+    """A worker that first ran one batch of jobs taking `warm` seconds each, then finds `jobs`
+    blocked ones enqueued at once (one statement: its next claim comes back full)."""
     registry = Registry()
     release = threading.Event()
     started: list[int] = []
 
     def held(job: Job) -> dict[str, int]:
+        if "warm" in job.payload:
+            time.sleep(warm)
+            return {}
         started.append(job.payload["n"])
         release.wait(30)
         return {}
 
     registry.register("ahead", held)
-    ids = [queue.enqueue("ahead", {"n": n}) for n in range(jobs)]
-    return registry, ids, started, release
+    first = queue.enqueue_many([NewJob("ahead", {"warm": n}) for n in range(BATCH)])
+    running = InProcess(queue.dsn, registry, "ahead", batch=BATCH, concurrency=CONCURRENCY, **options)
+    wait_for(lambda: _status(queue, first) == {"succeeded": BATCH}, 30, what="the warm-up batch done")
+    ids = queue.enqueue_many([NewJob("ahead", {"n": n}) for n in range(jobs)])
+    return running, Blocked(ids, started, release)
 
 
 def test_one_whole_batch_ahead_and_no_more(queue: Queue) -> None:
-    registry, ids, started, release = _blocked(queue, 3 * BATCH)
-    running = InProcess(queue.dsn, registry, "ahead", batch=BATCH, concurrency=CONCURRENCY)
+    running, b = _warmed(queue, 3 * BATCH)
+    ids, started, release = b.ids, b.started, b.release
     try:
         # The capacity (one batch: two running, the rest queued) and one whole batch ahead of it.
         wait_for(lambda: _status(queue, ids).get("running") == 2 * BATCH, 20, what="a batch claimed ahead")
@@ -75,9 +95,25 @@ def test_one_whole_batch_ahead_and_no_more(queue: Queue) -> None:
     assert sorted(started) == list(range(3 * BATCH))  # each handler ran once
 
 
+def test_slow_jobs_hold_no_batch_ahead(queue: Queue) -> None:
+    # The warm-up's jobs took 0.15 s each: a batch runs in 20 x 0.15 / 2 = 1.5 s in the slots, and a
+    # batch held ahead would save one claim's few milliseconds per 1.5 s while keeping 20 jobs leased.
+    running, b = _warmed(queue, 3 * BATCH, warm=0.15)
+    try:
+        wait_for(lambda: _status(queue, b.ids).get("running") == BATCH, 20, what="the first blocked batch")
+        # Well after any claim ahead would have come: every held lease renewed by the heartbeat.
+        wait_for(lambda: _renewed(queue) == BATCH, 20, what="every held lease renewed")
+        assert _status(queue, b.ids) == {"running": BATCH, "pending": 2 * BATCH}
+        b.release.set()
+        wait_for(lambda: _status(queue, b.ids) == {"succeeded": 3 * BATCH}, 30, what="every job done")
+    finally:
+        b.release.set()
+        running.stop()
+
+
 def test_a_job_held_ahead_whose_lease_is_lost_is_never_started(queue: Queue) -> None:
-    registry, ids, started, release = _blocked(queue, 2 * BATCH)
-    running = InProcess(queue.dsn, registry, "ahead", batch=BATCH, concurrency=CONCURRENCY)
+    running, b = _warmed(queue, 2 * BATCH)
+    ids, started, release = b.ids, b.started, b.release
     stolen = ids[-1]  # in the batch held ahead: queued, not started
     try:
         wait_for(lambda: _status(queue, ids).get("running") == 2 * BATCH, 20, what="a batch claimed ahead")
@@ -99,8 +135,8 @@ def test_a_job_held_ahead_whose_lease_is_lost_is_never_started(queue: Queue) -> 
 
 
 def test_jobs_held_ahead_are_released_unstarted_on_shutdown(queue: Queue) -> None:
-    registry, ids, started, release = _blocked(queue, 3 * BATCH)
-    running = InProcess(queue.dsn, registry, "ahead", batch=BATCH, concurrency=CONCURRENCY, grace=20)
+    running, b = _warmed(queue, 3 * BATCH, grace=20)
+    ids, started, release = b.ids, b.started, b.release
     try:
         wait_for(lambda: _status(queue, ids).get("running") == 2 * BATCH, 20, what="a batch claimed ahead")
         running.worker.request_stop()

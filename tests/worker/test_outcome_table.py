@@ -9,7 +9,7 @@ import pytest
 
 from pgwork.failure import DeadReason
 from pgwork.models import Completion, FailOutcome, TypeStats
-from pgwork.worker.claims import claim_size, held_back, wake_below
+from pgwork.worker.claims import ahead_pays, claim_size, held_back, wake_below
 from pgwork.worker.job import PermanentError, StopReason
 from pgwork.worker.outcome import Ended, Outcome, after_failure, after_success, decide
 from pgwork.worker.plan import claim_ahead, whole_batch_ahead
@@ -154,6 +154,24 @@ def test_a_burst_worker_looks_again_once_and_waits_for_jobs_a_limit_holds_back(
 @pytest.mark.parametrize(("per_slot", "ahead"), [(1, 0), (2, 2), (64, 64)])
 def test_a_batch_slot_claims_one_batch_ahead(per_slot: int, ahead: int) -> None:
     assert claim_ahead(per_slot) == ahead
+
+
+@pytest.mark.parametrize(
+    ("run_seconds", "batch", "concurrency", "pays"),
+    [
+        (None, 100, 16, False),  # no job finished yet: nothing claimed ahead until one has
+        (0.00002, 100, 16, True),  # trivial jobs: a batch runs in 0.1 ms, the claim's round trip is most of it
+        (0.016, 100, 16, True),  # 100 ms a batch in the slots: the bound
+        (0.017, 100, 16, False),
+        (0.2, 100, 16, False),  # model inference: 1.25 s a batch, a claim is 0.2% of it
+        (0.001, 200, 1, False),  # one slot: 200 ms a batch
+        (0.001, 20, 0, True),  # no slot count (never, but never a division by zero)
+    ],
+)
+def test_a_batch_is_claimed_ahead_only_while_it_runs_quickly(
+    run_seconds: float | None, batch: int, concurrency: int, pays: bool
+) -> None:
+    assert ahead_pays(run_seconds, batch, concurrency) is pays
 
 
 @pytest.mark.parametrize(
