@@ -6,7 +6,7 @@ text. psycopg's ClientCursor.mogrify does that for any value, and at a batch of 
 largest client cost of a job after the round trip itself: ~120 us a message on this 2-core host
 (two statements; the list dumpers look up a dumper per element type, per call). The arguments
 these statements take are few and simple: integers, floats, texts, UUIDs, NULL, and lists of
-them. `render` writes those, text by the escaping function it is given (libpq's
+them. `bind` writes those, texts by the escaping function it is given (libpq's
 PQescapeLiteral, which quotes by the connection's encoding and standard_conforming_strings), and
 answers None for anything else, so the caller falls back to mogrify and nothing changes meaning.
 
@@ -85,7 +85,7 @@ def _scalar(value: Any, kind: type, escape: Escape, encoding: str) -> bytes | No
         if kind is float and not math.isfinite(value):
             return None
         text = repr(value).encode()
-        return b"(" + text + b")" if value < 0 else text
+        return b"(" + text + b")" if text.startswith(b"-") else text
     if kind is str:
         try:
             data = value.encode(encoding)
@@ -104,11 +104,19 @@ def _scalar(value: Any, kind: type, escape: Escape, encoding: str) -> bytes | No
 
 
 def _array(values: list[Any], escape: Escape, encoding: str) -> bytes | None:
+    """Elements of one type (and NULLs): a list that mixes types is psycopg's to refuse or adapt."""
     if not values:
         return b"'{}'"
     parts = []
+    first: type | None = None
     for v in values:
-        part = b"NULL" if v is None else _scalar(v, type(v), escape, encoding)
+        if v is None:
+            parts.append(b"NULL")
+            continue
+        kind = type(v)
+        if first is None:
+            first = kind
+        part = _scalar(v, kind, escape, encoding) if kind is first else None
         if part is None:
             return None
         parts.append(part)

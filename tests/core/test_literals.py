@@ -42,6 +42,8 @@ U = uuid.UUID("12345678-1234-5678-1234-567812345678")
         ([1, 2, 3], b"ARRAY[1,2,3]"),
         (["a", None, "b'c"], b"ARRAY['a',NULL,'b''c']"),
         ([1.5, -2.0], b"ARRAY[1.5,(-2.0)]"),
+        (-0.0, b"(-0.0)"),
+        ([None, None], b"ARRAY[NULL,NULL]"),
         ([U], b"ARRAY['12345678-1234-5678-1234-567812345678']"),
         (Jsonb('{"n": 1}', dumps=str), b"'{\"n\": 1}'"),
         ([Jsonb("[1]", dumps=str)], b"ARRAY['[1]']"),
@@ -65,6 +67,8 @@ def test_what_is_written(value: Any, written: bytes) -> None:
         b"bytes",
         {"a": 1},
         [[1, 2]],
+        [1, "a"],  # mixed types: psycopg's to refuse
+        [1, 1.5],
         Jsonb({"n": 1}),  # no dumps of its own: psycopg's dumper decides
         3 + 4j,
     ],
