@@ -111,7 +111,7 @@ PEER_TABLE = [
     "connection instead of making each column's loader again for every answer, and reads text timestamps with "
     "psycopg's C loader; a worker claims a whole batch ahead only while a batch runs in its slots within 100 "
     "ms (docs/worker.md). Measured alone, a `finish_then_claim` loop at batch 1 "
-    "(PostgreSQL 15, 2,000-3,000 jobs a loop, 7 loops) "
+    "(PostgreSQL 15, 2,000-3,000 jobs a loop; 4 loops before, 7 after) "
     "went from 763-871 to 1,019-1,094 jobs/s and its client CPU from 309-381 to 171-188 µs a job (binding the two "
     "statements 122 -> 22 µs, decoding the answers 75 -> 38 µs: in a real cycle every step costs about three "
     "times its `timeit` figure, the caches cold after each round trip); the worker's runner thread went from "
