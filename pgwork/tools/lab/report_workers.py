@@ -104,8 +104,9 @@ PEER_TABLE = [
     "is now made for the bare loop's turn alone and dropped after it. Batch 1 drains 3,000 jobs since this "
     "run (1,000 before: a one-second drain read 0.59-0.86x the bare loop across one run's rounds).",
     "",
-    "What issue 28's fourth round changed (this run's worker; the baseline is main's worker at 4d75142, "
-    "`PGWORK_LAB_BASELINE`): the one-message finish-and-claim writes its arguments as SQL literals itself "
+    "What issue 28's fourth round changed (this run's worker; the baseline, `PGWORK_LAB_BASELINE`, is main's "
+    "worker at 1035c98: the worker's code as at 4d75142, where the round began, and one test-only commit): "
+    "the one-message finish-and-claim writes its arguments as SQL literals itself "
     "(`pgwork.db.literals`: integers, floats, UUIDs, NULL and lists of them as text, texts by libpq's "
     "PQescapeLiteral; anything else through psycopg's mogrify as before), keeps one psycopg Transformer per "
     "connection instead of making each column's loader again for every answer, and reads text timestamps with "
