@@ -1,8 +1,9 @@
 """Every path through a real PgBouncer (Debian's 1.18) in transaction mode, the pooler most
 PostgreSQL users already run: the worker, the CLI commands (migrate included), the reaper and
-prune, the operator's poll, Queue.wait (sync and async), bulk enqueue. The bouncer hands server
-connections out in turn (`server_round_robin`), so a session's prepared statement soon meets a
-server connection that lacks it: the symptom is certain within a few statements, not luck."""
+prune, the operator's poll, Queue.wait (sync and async), bulk enqueue. The bouncer runs
+`DEALLOCATE ALL` whenever a server connection goes back to its pool (`server_reset_query_always`),
+so a statement a session prepared is gone by its next transaction: a client that relies on it
+fails at its first reuse, every run, however the bouncer happens to hand out server connections."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 
 from pgwork.db import Queue
 from pgwork.db.aqueue import AsyncQueue
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def bouncer(admin_dsn: str) -> Iterator[pgbouncer.Bouncer]:
     assert pgbouncer.available(), "pgbouncer is not installed (apt-get install -y pgbouncer; .ci/run does)"
-    b = pgbouncer.start(admin_dsn, pool_size=4, round_robin=True)
+    b = pgbouncer.start(admin_dsn, pool_size=4, round_robin=True, deallocate_each_transaction=True)
     yield b
     b.stop()
 
@@ -50,15 +50,6 @@ def counts(dsn: str) -> dict[str, int]:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("SELECT status::text, count(*) FROM pgwork.jobs GROUP BY 1").fetchall()
     return {status: int(n) for status, n in rows}
-
-
-def servers_of(bouncer: pgbouncer.Bouncer, dsn: str) -> int:
-    """Server connections PgBouncer holds now to `dsn`'s database."""
-    name = conninfo_to_dict(dsn)["dbname"]
-    with psycopg.connect(bouncer.admin(dsn), autocommit=True, prepare_threshold=None) as conn:
-        cur = conn.execute("SHOW SERVERS")
-        column = [c.name for c in cur.description or []].index("database")
-        return sum(1 for row in cur.fetchall() if row[column] == name)
 
 
 def worker(dsn: str, pooler: str | None, batch: int = 5) -> subprocess.CompletedProcess[str]:
@@ -86,17 +77,9 @@ def test_a_worker_without_the_setting_releases_and_exits_naming_it(dsn: str, bou
     with Queue(pooled, pooler="transaction") as q:
         q.enqueue_many([NewJob("noop", {"n": i}) for i in range(3000)])
     # Batches of 50 are claimed and written by prepared statements (a batch of up to 10 rides its
-    # write and next claim on one simple-query message, which prepares nothing, issue 28).
-    # PgBouncer opens a database's server connections only as clients need them at once: a worker
-    # that never had two transactions in flight together would meet one server connection, which
-    # has every statement it prepared. Four clients in a transaction at once open the pool's four,
-    # which round robin then hands the worker's transactions in turn.
-    held = [psycopg.connect(pooled, prepare_threshold=None) for _ in range(4)]
-    for conn in held:
-        conn.execute("SELECT 1")
-    assert servers_of(bouncer, dsn) == 4
-    for conn in held:
-        conn.close()
+    # write and next claim on one simple-query message, which prepares nothing, issue 28). The
+    # bouncer deallocates them after each transaction, so the worker meets the symptom on its
+    # first reuse of one.
     out = worker(pooled, None, batch=50)
     assert out.returncode == EXIT_POOLER, out.stderr[-3000:]
     assert "Traceback" not in out.stderr

@@ -30,10 +30,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def config(server_dsn: str, port: int, directory: Path, *, pool_size: int, mode: str, round_robin: bool = False) -> str:
+def config(
+    server_dsn: str,
+    port: int,
+    directory: Path,
+    *,
+    pool_size: int,
+    mode: str,
+    round_robin: bool = False,
+    deallocate_each_transaction: bool = False,
+) -> str:
     """pgbouncer.ini for a pool of `pool_size` server connections per database to the server of
     `server_dsn` (pure). `round_robin` hands out server connections in turn instead of the most
-    recently used first, so a session's prepared statement soon meets a server that lacks it."""
+    recently used first. `deallocate_each_transaction` runs `DEALLOCATE ALL` whenever a server
+    connection goes back to the pool, in every pool mode: a statement a session prepared is gone by
+    its next transaction, so a client that relies on session state fails at once, every time,
+    instead of when two of its transactions happen to land on different server connections."""
     params = conninfo_to_dict(server_dsn)
     target = {
         "host": str(params.get("host") or "127.0.0.1"),
@@ -43,6 +55,9 @@ def config(server_dsn: str, port: int, directory: Path, *, pool_size: int, mode:
     if params.get("password"):
         target["password"] = str(params["password"])
     line = " ".join(f"{k}={v}" for k, v in target.items())
+    reset = ""
+    if deallocate_each_transaction:
+        reset = "server_reset_query = DEALLOCATE ALL\nserver_reset_query_always = 1\n"
     return f"""[databases]
 * = {line}
 
@@ -64,7 +79,7 @@ admin_users = {target["user"]}
 stats_users = {target["user"]}
 logfile = {directory}/pgbouncer.log
 pidfile = {directory}/pgbouncer.pid
-"""
+{reset}"""
 
 
 @dataclass
@@ -80,11 +95,6 @@ class Bouncer:
 
     def admin(self, dsn: str) -> str:
         return make_conninfo(self.pooled(dsn), dbname="pgbouncer", user=self.server_user)
-
-    def server_connections(self, dsn: str) -> int:
-        """How many server connections PgBouncer holds now, all databases (SHOW SERVERS)."""
-        with psycopg.connect(self.admin(dsn), autocommit=True, prepare_threshold=None) as conn:
-            return len(conn.execute("SHOW SERVERS").fetchall())
 
     def log(self) -> str:
         path = self.directory / "pgbouncer.log"
@@ -104,11 +114,28 @@ def available() -> bool:
     return Path(BINARY).exists()
 
 
-def start(server_dsn: str, *, pool_size: int = 10, mode: str = "transaction", round_robin: bool = False) -> Bouncer:
+def start(
+    server_dsn: str,
+    *,
+    pool_size: int = 10,
+    mode: str = "transaction",
+    round_robin: bool = False,
+    deallocate_each_transaction: bool = False,
+) -> Bouncer:
     directory = Path(tempfile.mkdtemp(prefix="pgwork-pgbouncer-"))
     port = free_port()
     ini = directory / "pgbouncer.ini"
-    ini.write_text(config(server_dsn, port, directory, pool_size=pool_size, mode=mode, round_robin=round_robin))
+    ini.write_text(
+        config(
+            server_dsn,
+            port,
+            directory,
+            pool_size=pool_size,
+            mode=mode,
+            round_robin=round_robin,
+            deallocate_each_transaction=deallocate_each_transaction,
+        )
+    )
     uid: int | None = None
     gid: int | None = None
     if os.geteuid() == 0:
