@@ -91,32 +91,28 @@ _TIMESTAMPTZ_BINARY: type[abc.Loader] = (
 )
 
 
-class SafeTimestamptzLoader(Loader):
-    format = Format.TEXT
+def _safe_timestamptz(wrapped: type[abc.Loader], fmt: Format) -> type[Loader]:
+    """A loader of `fmt` that reads a timestamptz as `wrapped` does, and one Python cannot
+    represent (infinity, a year past 9999) as an Undecodable instead of failing the whole fetch."""
 
-    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
-        super().__init__(oid, context)
-        self._load = _TIMESTAMPTZ_TEXT(oid, context).load
+    class SafeTimestamptz(Loader):
+        format = fmt
 
-    def load(self, data: Buffer) -> Any:
-        try:
-            return self._load(data)
-        except DataError as exc:
-            return Undecodable(f"a timestamp Python cannot represent ({str(exc)[:120]})")
+        def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+            super().__init__(oid, context)
+            self._load = wrapped(oid, context).load
+
+        def load(self, data: Buffer) -> Any:
+            try:
+                return self._load(data)
+            except DataError as exc:
+                return Undecodable(f"a timestamp Python cannot represent ({str(exc)[:120]})")
+
+    return SafeTimestamptz
 
 
-class SafeTimestamptzBinaryLoader(Loader):
-    format = Format.BINARY
-
-    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
-        super().__init__(oid, context)
-        self._load = _TIMESTAMPTZ_BINARY(oid, context).load
-
-    def load(self, data: Buffer) -> Any:
-        try:
-            return self._load(data)
-        except DataError as exc:
-            return Undecodable(f"a timestamp Python cannot represent ({str(exc)[:120]})")
+SafeTimestamptzLoader = _safe_timestamptz(_TIMESTAMPTZ_TEXT, Format.TEXT)
+SafeTimestamptzBinaryLoader = _safe_timestamptz(_TIMESTAMPTZ_BINARY, Format.BINARY)
 
 
 def configure(context: AdaptContext) -> None:
