@@ -22,8 +22,6 @@ from functools import cache
 from typing import Any
 from uuid import UUID
 
-from psycopg.types.json import Jsonb
-
 # libpq's PQescapeLiteral: bytes in, a quoted literal out ('...' or E'...').
 Escape = Callable[[bytes], bytes]
 
@@ -96,10 +94,6 @@ def _scalar(value: Any, kind: type, escape: Escape, encoding: str) -> bytes | No
         return None if b"\x00" in data else escape(data)
     if kind is UUID:
         return b"'" + str(value).encode() + b"'"
-    if kind is Jsonb and value.dumps is not None:
-        # A JSON text already made (the worker's results): its dumps gives it back as it is.
-        dumped = value.dumps(value.obj)
-        return _scalar(dumped.decode() if isinstance(dumped, bytes) else dumped, str, escape, encoding)
     return None
 
 

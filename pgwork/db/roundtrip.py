@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import ClientCursor, abc, generators, pq
 from psycopg.adapt import Transformer
-from psycopg.types.json import Jsonb
 
 from pgwork.db import literals, statements
 from pgwork.db.base import check_seconds
@@ -217,8 +216,6 @@ def _end(conn: AnyConnection) -> None:
 
 
 def success_params(ids: list[int], tokens: list[Any], results: list[str], now: datetime | None) -> dict[str, Any]:
-    return {"ids": ids, "tokens": tokens, "results": [Jsonb(r, dumps=_identity) for r in results], "now": now}
-
-
-def _identity(text: Any) -> str:
-    return str(text)
+    """`results`: each job's result as JSON text, made once by the worker (outcome.result_json);
+    the statements cast them (`::jsonb[]`), so they go as texts, bound or written as literals."""
+    return {"ids": ids, "tokens": tokens, "results": results, "now": now}

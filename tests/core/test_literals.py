@@ -45,8 +45,6 @@ U = uuid.UUID("12345678-1234-5678-1234-567812345678")
         (-0.0, b"(-0.0)"),
         ([None, None], b"ARRAY[NULL,NULL]"),
         ([U], b"ARRAY['12345678-1234-5678-1234-567812345678']"),
-        (Jsonb('{"n": 1}', dumps=str), b"'{\"n\": 1}'"),
-        ([Jsonb("[1]", dumps=str)], b"ARRAY['[1]']"),
     ],
 )
 def test_what_is_written(value: Any, written: bytes) -> None:
@@ -69,7 +67,8 @@ def test_what_is_written(value: Any, written: bytes) -> None:
         [[1, 2]],
         [1, "a"],  # mixed types: psycopg's to refuse
         [1, 1.5],
-        Jsonb({"n": 1}),  # no dumps of its own: psycopg's dumper decides
+        Jsonb({"n": 1}),  # psycopg's dumper decides
+        Jsonb('{"n": 1}', dumps=str),
         3 + 4j,
     ],
     ids=repr,
@@ -119,7 +118,8 @@ def test_the_server_reads_back_every_value_as_given(dsn: str, scs: str) -> None:
             "ids": [1, -2, 2**62],
             "tokens": [U, uuid.uuid4()],
             "floats": [0.1, -1e300, 30.0],
-            "json": [Jsonb('{"k": "it\'s \\\\ \\"q\\" \\u00e9"}', dumps=str), Jsonb("[1, null]", dumps=str)],
+            # JSON texts, as the worker's results go (cast by the statement).
+            "json": ['{"k": "it\'s \\\\ \\"q\\" \\u00e9"}', "[1, null]"],
             "none": None,
             "empty": [],
         }
