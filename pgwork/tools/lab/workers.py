@@ -205,9 +205,10 @@ def _drain_with_bare_loop(lab: LabDatabase, case: Case) -> None:
     """The reference design claims through its own index of pending jobs. pgwork's schema dropped
     that index at version 24 (its claim reads the ready ring), after which the bare loop's claim
     was a sequential scan and sort of the whole table, every claim slower than the last: made for
-    the bare loop's turn alone, so no other side's writes maintain it."""
+    the bare loop's turn alone (that one index: its claim takes any type, so it maintains no
+    second), and no other side's writes maintain it."""
     level(lab)
-    lab.run("old_claim_indexes")
+    lab.run("reference_claim_index")
     try:
         lab.enqueue(case.jobs)
         ClaimerFleet([ClaimerSpec(lab.dsn, "bare-loop", BARE, 0.0, case.jobs / 50 + 120)]).wait()

@@ -92,6 +92,11 @@ CREATE INDEX IF NOT EXISTS jobs_claim_idx ON pgwork.jobs (priority, available_at
 CREATE INDEX IF NOT EXISTS jobs_claim_type_idx ON pgwork.jobs (job_type, priority, available_at, id)
     WHERE status = 'pending';
 
+-- name: reference_claim_index
+-- The one index the reference design's claim reads (strategies.sql's skiplocked_claim takes any
+-- type): jobs_claim_idx alone, so the bare loop's enqueue and claims maintain no second one.
+CREATE INDEX IF NOT EXISTS jobs_claim_idx ON pgwork.jobs (priority, available_at, id) WHERE status = 'pending';
+
 -- name: drop_old_claim_indexes
 -- The control gone again where the schema has no such indexes, so later experiments' writes do
 -- not maintain them; an older schema's claim still needs them.
