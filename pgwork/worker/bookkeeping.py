@@ -31,9 +31,10 @@ class Bookkeeper:
         metrics: WorkerMetrics,
         holdings: Holdings,
         wake: threading.Event,
-        ran: Callable[[float], None] | None = None,
+        ran: Callable[[float, int], None] | None = None,
     ) -> None:
-        """`ran` is told each batch's mean run time a job: its handler's call to its decision."""
+        """`ran` is told each batch's mean run time a job (its handler's call to its decision)
+        and how many jobs that mean is of."""
         self._metrics = metrics
         self._holdings = holdings
         self._wake = wake
@@ -59,7 +60,7 @@ class Bookkeeper:
                 a.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
                 a.span.end()
         if self._ran is not None and timed:
-            self._ran(ran / timed)
+            self._ran(ran / timed, timed)
         self._holdings.remove_many([a.id for a, _ in answers])
         for (job_type, label), seconds in durations.items():
             histogram = self._metrics.job_duration.labels(self._metrics.type_label(job_type), label)

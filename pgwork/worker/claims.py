@@ -64,6 +64,20 @@ def ahead_pays(run_seconds: float | None, batch: int, concurrency: int) -> bool:
     return run_seconds * batch / max(1, concurrency) <= AHEAD_MAX_BATCH_SECONDS
 
 
+# How many jobs' run times the recent mean weighs (recent_run): a written batch of this many
+# replaces it, one job moves it a hundredth of the way.
+RUN_WINDOW_JOBS = 100
+
+
+def recent_run(previous: float | None, mean: float, jobs: int) -> float:
+    """The handlers' recent run time a job, for ahead_pays (pure): `previous` moved towards a
+    written batch's `mean` by that batch's share of RUN_WINDOW_JOBS. One slow job in a small
+    batch no longer turns claiming ahead off by itself; a run of slow ones still does."""
+    if previous is None or jobs >= RUN_WINDOW_JOBS:
+        return mean
+    return previous + (mean - previous) * max(jobs, 0) / RUN_WINDOW_JOBS
+
+
 def held_back(stats: Iterable[TypeStats], *, looked_again: bool = False) -> bool:
     """Whether a burst worker whose claim came back empty should claim again instead of exiting
     with the backlog undrained (pure): ready jobs of these types wait on a fleet-wide limit (other

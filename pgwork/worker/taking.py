@@ -14,7 +14,7 @@ from pgwork.db import Queue
 from pgwork.errors import PgworkError
 from pgwork.models import ClaimedJob
 from pgwork.worker.attempt import Attempt, AttemptState
-from pgwork.worker.claims import ahead_pays, claim_size, held_back, wake_below
+from pgwork.worker.claims import ahead_pays, claim_size, held_back, recent_run, wake_below
 from pgwork.worker.describe import usable_trace_context
 from pgwork.worker.heartbeat import TRANSIENT
 from pgwork.worker.holdings import Holdings
@@ -50,7 +50,7 @@ class Taking:
         # Plain handlers at a large --batch: one whole batch more, once the last claim came back
         # full, while the jobs run quickly enough for that to pay (claims.ahead_pays).
         self._ahead, self._full = plan.whole_ahead, False
-        self._run_seconds: float | None = None  # the last written batch's mean run time a job
+        self._run_seconds: float | None = None  # the handlers' recent mean run time a job (claims.recent_run)
         self._runners: Runners | None = None
         self.claim_ok = False  # the last claim reached the database (readiness)
         self.claims = 0  # jobs claimed so far
@@ -84,9 +84,10 @@ class Taking:
             self._full = full
             self._runners.wake_below(wake_below(self.holds, o.batch, o.concurrency, self._ahead if full else 0))
 
-    def ran(self, seconds: float) -> None:
-        """A written batch's mean run time a job (pgwork.worker.bookkeeping), for claims.ahead_pays."""
-        self._run_seconds = seconds
+    def ran(self, seconds: float, jobs: int) -> None:
+        """A written batch's mean run time a job, over `jobs` jobs (pgwork.worker.bookkeeping),
+        for claims.ahead_pays."""
+        self._run_seconds = recent_run(self._run_seconds, seconds, jobs)
 
     def held_back(self) -> bool:
         """A burst worker's empty claim: are ready jobs left that it should claim again (claims.held_back)?"""

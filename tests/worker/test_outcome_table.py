@@ -9,7 +9,7 @@ import pytest
 
 from pgwork.failure import DeadReason
 from pgwork.models import Completion, FailOutcome, TypeStats
-from pgwork.worker.claims import ahead_pays, claim_size, held_back, wake_below
+from pgwork.worker.claims import ahead_pays, claim_size, held_back, recent_run, wake_below
 from pgwork.worker.job import PermanentError, StopReason
 from pgwork.worker.outcome import Ended, Outcome, after_failure, after_success, decide
 from pgwork.worker.plan import claim_ahead, whole_batch_ahead
@@ -172,6 +172,37 @@ def test_a_batch_is_claimed_ahead_only_while_it_runs_quickly(
     run_seconds: float | None, batch: int, concurrency: int, pays: bool
 ) -> None:
     assert ahead_pays(run_seconds, batch, concurrency) is pays
+
+
+@pytest.mark.parametrize(
+    ("previous", "mean", "jobs", "recent"),
+    [
+        (None, 0.5, 1, 0.5),  # the first batch written sets it
+        (0.0, 1.0, 100, 1.0),  # a whole window's batch replaces it
+        (0.0, 1.0, 400, 1.0),
+        (0.0, 1.0, 1, 0.01),  # one job moves it a hundredth of the way
+        (0.00002, 5.0, 1, 0.0500198),  # one slow job among quick ones: still claims ahead at batch 20, conc 16
+        (1.0, 0.0, 50, 0.5),  # quick jobs after slow ones: half a window, half the way
+        (0.3, 0.3, 7, 0.3),  # steady: unchanged
+        (0.2, 0.4, 0, 0.2),  # no job timed (never told so, but no change)
+    ],
+)
+def test_the_recent_run_time_is_a_mean_over_about_a_hundred_jobs(
+    previous: float | None, mean: float, jobs: int, recent: float
+) -> None:
+    assert recent_run(previous, mean, jobs) == pytest.approx(recent)
+
+
+def test_one_slow_job_in_a_small_batch_does_not_stop_claiming_ahead_but_a_run_of_them_does() -> None:
+    # --batch 100 --concurrency 16: ahead while the recent mean is at most 16 ms a job.
+    quick = recent_run(None, 0.00002, 100)
+    assert ahead_pays(recent_run(None, 0.5, 1), 100, 16) is False  # that batch's mean alone would stop it
+    assert ahead_pays(recent_run(quick, 0.5, 1), 100, 16) is True
+    recent = quick
+    for _ in range(3):
+        recent = recent_run(recent, 0.5, 1)
+    assert ahead_pays(recent, 100, 16) is True
+    assert ahead_pays(recent_run(recent, 0.5, 1), 100, 16) is False  # the fourth in a row
 
 
 @pytest.mark.parametrize(
