@@ -17,6 +17,15 @@ from dataclasses import dataclass
 
 from pgwork.models import ClaimedJob, TypeStats
 
+# Claiming a whole batch ahead, jobs held plus outcomes waiting for their write may reach this
+# many capacities (and the batch ahead) before claiming waits for the writer. A write of a batch's
+# outcomes takes a few milliseconds, in which quick jobs end about another batch: at two capacities
+# the next claim waited for that write, so claim and write took turns instead of overlapping.
+# Issue 28, `--batch 100 --concurrency 16` draining 30,000 trivial jobs on PostgreSQL 15: four
+# capacities faster than two in 12 of 13 interleaved rounds (per-round ratio median 1.05,
+# 0.95-1.09); with no bound at all it was 3-11% slower (4 rounds).
+AHEAD_PENDING_CAPACITIES = 4
+
 
 def claim_size(concurrency: int, batch: int, *, waiting: int, running: int, finishing: int = 0, ahead: int = 0) -> int:
     """Jobs to claim in the next statement: none while the runners still have at least one job
@@ -28,11 +37,14 @@ def claim_size(concurrency: int, batch: int, *, waiting: int, running: int, fini
 
     `ahead` (plain handlers at a large batch, pgwork.worker.plan.claim_ahead): up to that many
     jobs more may be held, claimed only as one whole batch once the jobs in hand fit in the
-    capacity, so the next batch's claim overlaps the current batch's run instead of following it."""
+    capacity, so the next batch's claim overlaps the current batch's run instead of following it;
+    the writer's back-pressure then allows AHEAD_PENDING_CAPACITIES, so it overlaps the last
+    batch's write too."""
     if ahead:
         capacity = max(concurrency, batch)
         held = waiting + running
-        fits = held + batch <= capacity + ahead and held + finishing + batch <= 2 * capacity + ahead
+        pending = AHEAD_PENDING_CAPACITIES * capacity + ahead
+        fits = held + batch <= capacity + ahead and held + finishing + batch <= pending
         return batch if fits else 0
     if waiting >= concurrency:
         return 0

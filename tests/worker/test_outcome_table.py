@@ -244,8 +244,11 @@ def test_plain_handlers_at_a_large_batch_claim_one_whole_batch_ahead(per_slot: i
         (85, 16, 0, 0),  # more than one batch in hand: never a fragment of the next
         (184, 16, 0, 0),  # one batch ahead already: nothing more, whatever the backlog
         (0, 10, 0, 100),  # the runners running dry
-        (0, 16, 184, 100),  # writes pending up to two capacities beside one in hand: still one ahead
-        (0, 16, 185, 0),  # the writer falls behind: wait for it
+        (0, 16, 184, 100),  # the last batch's write under way: the claim overlaps it
+        (0, 16, 384, 100),  # writes pending up to four capacities beside one in hand: still one ahead
+        (0, 16, 385, 0),  # the writer falls behind: wait for it
+        (84, 16, 300, 100),
+        (84, 16, 301, 0),
     ],
 )
 def test_claim_size_with_a_whole_batch_ahead(waiting: int, running: int, finishing: int, claim: int) -> None:
