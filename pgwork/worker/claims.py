@@ -83,8 +83,9 @@ RUN_WINDOW_JOBS = 100
 
 def recent_run(previous: float | None, mean: float, jobs: int) -> float:
     """The handlers' recent run time a job, for ahead_pays (pure): `previous` moved towards a
-    written batch's `mean` by that batch's share of RUN_WINDOW_JOBS. One slow job in a small
-    batch no longer turns claiming ahead off by itself; a run of slow ones still does."""
+    written batch's `mean` by that batch's share of RUN_WINDOW_JOBS. A job written alone moves it
+    a hundredth of the way, so one slow job among quick ones turns claiming ahead off only when it
+    ran a hundred times past ahead_pays' bound; a run of slow ones turns it off sooner."""
     if previous is None or jobs >= RUN_WINDOW_JOBS:
         return mean
     return previous + (mean - previous) * max(jobs, 0) / RUN_WINDOW_JOBS
