@@ -251,9 +251,13 @@ def grant(dsn: str, role: str, profile: str) -> list[str]:
     return list(applied)
 
 
-# The function's last statement: with no limit applying (migration 11) the claim runs it alone;
-# the limited branch before it ends in its own RETURN, so the greedy prefix skips it.
+# With no limit applying (migration 11) the claim runs one of two statements (migration 28): the
+# types asked for, its last (the limited branch and the any-type one before it end in their own
+# RETURN, so the greedy prefix skips them), or any type, the one under `IF job_types IS NULL`.
 _CLAIM_BODY = re.compile(r".*RETURN QUERY\s+(?P<statement>.*?);\s*END\s*$", re.DOTALL)
+_CLAIM_ANY_TYPE = re.compile(
+    r"IF job_types IS NULL THEN\s+RETURN QUERY\s+(?P<statement>.*?);\s*RETURN;\s*END IF;", re.DOTALL
+)
 _CLAIM_ARGUMENTS = {
     "owner": "%(owner)s::text",
     "job_types": "%(job_types)s::text[]",
@@ -264,15 +268,21 @@ _CLAIM_ARGUMENTS = {
 _CLAIM_NAMES = re.compile(r"(?<![\w.])(" + "|".join(_CLAIM_ARGUMENTS) + r")(?!\w)")
 
 
-def claim_statement(conn: AnyConnection) -> LiteralString:
-    """The statement the installed pgwork.claim runs when no limit applies to the types asked for
-    (its last one), read back from the database, with its arguments as %(owner)s, %(job_types)s,
-    %(limit)s, %(lease)s and %(now)s: what the plan tests and the lab EXPLAIN (EXPLAIN of the
-    function call cannot see inside it)."""
-    source = statements.scalar(conn, "claim_source")
-    match = _CLAIM_BODY.search(str(source))
+def claim_statement(conn: AnyConnection, *, any_type: bool = False) -> LiteralString:
+    """The statement the installed pgwork.claim runs when no limit applies to the types asked for,
+    read back from the database, with its arguments as %(owner)s, %(job_types)s, %(limit)s,
+    %(lease)s and %(now)s: what the plan tests and the lab EXPLAIN (EXPLAIN of the function call
+    cannot see inside it). `any_type`: the statement for a claim of any type (job_types NULL),
+    which takes no %(job_types)s; else the one for the types asked for, as every worker claims."""
+    source = str(statements.scalar(conn, "claim_source"))
+    match = (_CLAIM_ANY_TYPE if any_type else _CLAIM_BODY).search(source)
     if match is None:
-        raise ValueError("pgwork.claim no longer ends with `RETURN QUERY <statement>; END`")
+        shape = (
+            "IF job_types IS NULL THEN RETURN QUERY <statement>; RETURN; END IF;"
+            if any_type
+            else "RETURN QUERY <statement>; END"
+        )
+        raise ValueError(f"pgwork.claim no longer has `{shape}`")
     body = re.sub(r"--[^\n]*", "", match.group("statement"))
     # The text is the body of pgwork's own migration, as installed; never input.
     return _CLAIM_NAMES.sub(lambda m: _CLAIM_ARGUMENTS[m.group(1)], body)

@@ -304,3 +304,13 @@ def test_claim_statement_is_the_unlimited_path_alone(dsn: str) -> None:
     assert "UPDATE pgwork.jobs" in text
     for absent in ("RETURN QUERY", "claim_limited", "job_limits", "chosen"):
         assert absent not in text
+    # Each arm its own statement (migration 28): the typed one never reads the any-type arm, and
+    # the any-type one takes no types at all.
+    assert "job_types IS NULL" not in text and "UNION ALL" not in text
+    assert "%(job_types)s" in text
+    with psycopg.connect(dsn) as conn:
+        any_type = claim_statement(conn, any_type=True)
+    assert any_type.lstrip().startswith("WITH picked")
+    assert "UPDATE pgwork.jobs" in any_type
+    for absent in ("RETURN QUERY", "RETURN;", "claim_limited", "job_limits", "chosen", "UNION ALL", "job_types"):
+        assert absent not in any_type

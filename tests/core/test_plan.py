@@ -25,7 +25,7 @@ def _explain_claim(dsn: str) -> dict[str, Any]:
         # EXPLAIN of the function call cannot see inside it: explain the statement it runs, read
         # back from the installed function so the two cannot drift.
         cur.execute(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim_statement(conn),
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim_statement(conn, any_type=True),
             {"owner": "w", "job_types": None, "limit": 1, "lease": 30.0, "now": None},
         )
         row = cur.fetchone()

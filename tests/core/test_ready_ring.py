@@ -191,7 +191,7 @@ def _costs(queue: Queue, dsn: str) -> tuple[int, int]:
     queue.enqueue("t", {"probe": True})
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("VACUUM pgwork.jobs, pgwork.ready")
-        text = claim_statement(conn)
+        text = claim_statement(conn, any_type=True)
     params = {"owner": "w", "job_types": None, "limit": 1, "lease": 30.0, "now": None}
     ring = _explain(dsn, text, params)
     old = _explain(dsn, OLD_CLAIM, {})
