@@ -5,7 +5,7 @@
 -- any type (`job_types IS NULL`) and the types asked for. The arm not asked for read nothing, but
 -- its scans of the ready ring's eight segments were started and ended all the same, every call.
 -- Now the function chooses the arm by IF, each arm its own statement with its own generic plan:
--- a claim of the worker's own types (how every worker claims) costs about 30 microseconds less
+-- a claim of the worker's own types (how every worker claims) costs about 35 microseconds less
 -- of the server's time (PostgreSQL 15; docs/benchmarks.md section 13). What each arm does is
 -- unchanged: the same order, the same locks, the same rows deleted from the ring, the same
 -- UPDATE and the same answer. The steps after the pick are written out in each arm, as the
