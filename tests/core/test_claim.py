@@ -67,6 +67,43 @@ def test_claim_filters_job_types_and_availability(queue: Queue) -> None:
     assert [j.id for j in queue.claim("w", job_types=["ocr"], now=future)] == [later]
 
 
+# pgwork.claim called directly (a worker-profile role may): each job_types value takes the arm
+# it names (migration 28: any type when NULL, else the types listed), in global priority order; NULL
+# and duplicate names in the list match nothing more.
+@pytest.mark.parametrize(
+    ("job_types", "expected"),
+    [
+        (None, ["b", "a", "c"]),
+        (["a"], ["a"]),
+        (["a", "a"], ["a"]),
+        (["c", "b"], ["b", "c"]),
+        (["a", "b", "c"], ["b", "a", "c"]),
+        ([], []),
+        ([None], []),
+        (["a", None], ["a"]),
+        (["zzz"], []),
+    ],
+)
+def test_the_claim_function_takes_the_arm_its_types_name(
+    queue: Queue, dsn: str, job_types: list[str | None] | None, expected: list[str]
+) -> None:
+    queue.enqueue("a", {}, priority=5)
+    queue.enqueue("b", {}, priority=1)
+    queue.enqueue("c", {}, priority=9)
+    claimed: dict[int, list[tuple[str, int]]] = {}
+    for limit in (1, 10):
+        with psycopg.connect(dsn) as conn, conn.transaction(force_rollback=True):
+            claimed[limit] = conn.execute(
+                "SELECT job_type, attempt_count FROM pgwork.claim('w', %s::text[], %s, 30)", [job_types, limit]
+            ).fetchall()
+    # The rows come back in lock order; what was taken is the set, and one job is the first by priority.
+    assert sorted(t for t, _ in claimed[10]) == sorted(expected)
+    assert [t for t, _ in claimed[1]] == expected[:1]
+    assert all(attempts == 1 for _, attempts in claimed[1] + claimed[10])
+    # Rolled back: every job is still pending and in the ring, for the claim that follows.
+    assert sorted(j.job_type for j in queue.claim("w", limit=10)) == ["a", "b", "c"]
+
+
 def test_claim_sets_the_lease(queue: Queue) -> None:
     job_id = queue.enqueue("ocr", {"n": 1}, key="invoice-1")
     at = datetime.now(UTC) + timedelta(seconds=1)
