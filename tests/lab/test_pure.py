@@ -306,3 +306,30 @@ def test_benchs_default_folder_is_ignored_by_git(tmp_path: Path) -> None:
     status = subprocess.run(["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.name == "pgwork-bench-20260101T000000Z"
     assert status.stdout == ""
+
+
+_RENDERED = "# Page\n\n## 1. One\n\nnew one\n\n## 2. Two\n\nnew two\n"
+
+
+@pytest.mark.parametrize(
+    ("existing", "expected"),
+    [
+        # Nothing the generator lacks: the rendered page as it is.
+        ("", _RENDERED),
+        ("# Page\n\n## 1. One\n\nold one\n", _RENDERED),
+        # A script's section 3 stays, after the generated ones; 1 and 2 come from the CSV.
+        (
+            "# Page\n\n## 1. One\n\nold one\n\n## 3. Script\n\nfigures\n\n### Sub\n\nmore\n",
+            _RENDERED + "\n## 3. Script\n\nfigures\n\n### Sub\n\nmore\n",
+        ),
+        # In number order, whatever order the old page had them in.
+        (
+            "## 5. Five\n\nfive\n\n## 2. Two\n\nold two\n\n## 4. Four\n\nfour\n",
+            _RENDERED + "\n## 4. Four\n\nfour\n\n## 5. Five\n\nfive\n",
+        ),
+        # A `## ` heading without a number ends the section before it and is not kept itself.
+        ("## 3. Script\n\nfigures\n\n## Appendix\n\nx\n", _RENDERED + "\n## 3. Script\n\nfigures\n"),
+    ],
+)
+def test_regenerating_the_page_keeps_the_sections_a_script_wrote(existing: str, expected: str) -> None:
+    assert pivot.keep_written_sections(_RENDERED, existing) == expected

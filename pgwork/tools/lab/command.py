@@ -31,6 +31,7 @@ from pgwork.tools.lab import (
     linear,
     mvcc,
     noisy,
+    pivot,
     plots,
     pooled,
     prune,
@@ -134,7 +135,10 @@ def regenerate(out: Path, *, draw: bool) -> None:
             _say("matplotlib is not installed (pip install 'pgwork[lab]'): no plots drawn")
     doc = out / DOC_PATH
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(report.render(rows, [f"img/{n}" for n in names]), encoding="utf-8")
+    page = report.render(rows, [f"img/{n}" for n in names])
+    if doc.exists():  # a script's sections (figures the CSV does not hold) stay
+        page = pivot.keep_written_sections(page, doc.read_text(encoding="utf-8"))
+    doc.write_text(page, encoding="utf-8")
     _say(f"wrote {doc}" + (f" and {len(names)} plots in {out / IMG_DIR}" if names else ""))
 
 

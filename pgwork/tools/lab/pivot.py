@@ -134,3 +134,28 @@ def with_servers(page: str, rows: Sequence[Row]) -> str:
 
 def _value(rows: Sequence[Row], run: str, metric: str) -> str:
     return next((r.value for r in rows if r.run == run and r.experiment == "machine" and r.metric == metric), "")
+
+
+_SECTION = re.compile(r"^## (\d+)\. ", re.MULTILINE)
+
+
+def keep_written_sections(rendered: str, existing: str) -> str:
+    """`rendered` with the numbered sections of `existing` that it has no section of that number
+    for, in number order after its own: sections a script wrote into the page from figures the
+    CSV does not hold (docs/benchmarks.md 18 and on), which regenerating the page from the CSV
+    must not drop. A section runs from its `## N.` heading to the next `## ` heading."""
+    ours = {int(m.group(1)) for m in _SECTION.finditer(rendered)}
+    theirs = _sections(existing)
+    kept = [text for number, text in sorted(theirs.items()) if number not in ours]
+    if not kept:
+        return rendered
+    return rendered.rstrip("\n") + "\n\n" + "\n\n".join(t.strip("\n") for t in kept) + "\n"
+
+
+def _sections(page: str) -> dict[int, str]:
+    starts = [(m.start(), int(m.group(1))) for m in _SECTION.finditer(page)]
+    found: dict[int, str] = {}
+    for start, number in starts:
+        end = page.find("\n## ", start + 1)
+        found.setdefault(number, page[start : end + 1 if end >= 0 else len(page)])
+    return found
