@@ -123,9 +123,11 @@ PEER_TABLE = [
     "interleaved): `succeed_many` 227 against 230 µs, the claim 318 against 319, no difference; splitting the "
     "typed arm again for a single type (no DISTINCT unnest): no difference. Noticed for its own issue: "
     "PostgreSQL signals every LISTENing backend of the database at each commit that notifies, whatever the "
-    "channel, and at batch 1 each finish notifies (`pgwork_finished`): the one-job message's COMMIT read "
-    "272, 295 and 329 µs with 0, 1 and 8 idle listeners in one pgbench round and 276, 316 and 369 in a "
-    "second (a third inverted: 325, 320, 345); the batch 100 figures below (0-1 µs a job) do not show it.",
+    "channel, and at batch 1 each finish notifies (`pgwork_finished`): the one-job message's COMMIT, "
+    "less the round trip, took 146-162 µs with no listener, 165-179 with one "
+    "idle listener and 211-232 with eight (pgbench, 4 interleaved rounds of 6 s, every round in that order), "
+    "and the message's rate fell about 10% with eight; the batch 100 figures below (0-1 µs a job) do not show"
+    " it.",
     "",
     "**The bare loop had lost its index.** The reference design claims through an index of pending jobs; "
     "pgwork's schema dropped `jobs_claim_idx` at version 24 (its claim reads the ready ring), and from then "
