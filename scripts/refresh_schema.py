@@ -42,7 +42,7 @@ HEADER = """\
 
 
 def _column(row: tuple[Any, ...]) -> str:
-    name, type_, not_null, default, identity, generated = row
+    name, type_, not_null, default, identity, generated, _options = row
     parts = [psql_ident(name), type_]
     if identity:
         parts.append("GENERATED " + ("ALWAYS" if identity == "a" else "BY DEFAULT") + " AS IDENTITY")
@@ -82,7 +82,8 @@ def unqualified_view(ddl: str) -> str:
 def _tables(conn: psycopg.Connection[Any]) -> list[str]:
     out = []
     for oid, name, _kind, options, rls, partitioned, partition_of in conn.execute(QUERIES["tables"]).fetchall():
-        body = [_column(row) for row in conn.execute(QUERIES["columns"], {"table": oid}).fetchall()]
+        columns = conn.execute(QUERIES["columns"], {"table": oid}).fetchall()
+        body = [_column(row) for row in columns]
         body += [
             f"CONSTRAINT {psql_ident(c)} {d}"
             for c, d in conn.execute(QUERIES["constraints"], {"table": oid}).fetchall()
@@ -91,6 +92,9 @@ def _tables(conn: psycopg.Connection[Any]) -> list[str]:
         if options:
             text += f" WITH ({options})"
         text += ";"
+        for column in columns:
+            if column[-1]:
+                text += f"\nALTER TABLE {name} ALTER COLUMN {psql_ident(column[0])} SET ({column[-1]});"
         if rls:
             text += f"\nALTER TABLE {name} ENABLE ROW LEVEL SECURITY;"
         out.append(text)

@@ -32,7 +32,11 @@ SELECT a.attname AS name,
        a.attnotnull AS not_null,
        pg_get_expr(d.adbin, d.adrelid) AS default_expr,
        a.attidentity AS identity,
-       a.attgenerated AS generated
+       a.attgenerated AS generated,
+       -- The planner's overrides only (migration 29's n_distinct): some builds keep other entries
+       -- here that vary between databases.
+       coalesce((SELECT string_agg(o, ', ' ORDER BY o) FROM unnest(a.attoptions) AS o
+                  WHERE o LIKE 'n\_distinct%%'), '') AS options
 FROM pg_attribute a
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = %(table)s AND a.attnum > 0 AND NOT a.attisdropped

@@ -351,7 +351,7 @@ def test_search_path_hijack_changes_nothing(dsn: str, make_role: MakeRole) -> No
         conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
-def test_every_pgwork_function_is_closed_to_public_and_pins_its_search_path(dsn: str) -> None:
+def test_every_pgwork_function_is_closed_to_public_and_pins_its_search_path_and_jit(dsn: str) -> None:
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
             """SELECT p.proname, p.prosecdef, p.proconfig, p.proacl IS NULL AS default_acl,
@@ -363,6 +363,8 @@ def test_every_pgwork_function_is_closed_to_public_and_pins_its_search_path(dsn:
         # A NULL acl is the default: EXECUTE for PUBLIC.
         assert not default_acl and not public, name
         assert config and "search_path=pg_catalog, pgwork, pg_temp" in config, name
+        # Migration 29: a backlog's estimate must not make a statement compile (test_no_jit.py).
+        assert "jit=off" in config, name
         # The owner's own tools (granting, the profiles' closure) run as the owner calling them.
         owners_only = ("grant_profiles", "profile_closure", "add_profile_privilege", "drop_profile_privilege")
         if name not in ("clock", "ready_segment", "notify_jobs", "notify_finished", *owners_only):

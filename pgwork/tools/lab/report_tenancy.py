@@ -9,7 +9,13 @@ from pgwork.tools.lab import backlog, noisy
 from pgwork.tools.lab.pivot import Table, fmt, pivot, render_pivot, run_note, select
 from pgwork.tools.lab.results import Row
 
-CLAIM_TARGET = "claim for B with 1M pending A: <= 10 buffers, p50 within 20% of no backlog"
+# Issue 14 set "<= 10 buffers" when one index held every pending job. Since schema 23 the claim
+# enters each of the ready ring's 8 segments by its own index, a descent each whatever the backlog,
+# so the target is what it stood for: A's backlog adds at most one index level per segment.
+CLAIM_TARGET = (
+    "claim for B with 1M pending A: buffers to find the row at most 8 above no backlog (one index level per "
+    "ring segment), p50 within 20% of no backlog"
+)
 POLL_TARGET = "operator poll with 10M pending over 100 types: <= 20 ms database time"
 
 
@@ -22,18 +28,18 @@ def claim_verdict(t: Table, mode: str) -> str:
     top = _largest(t, noisy.TYPED)
     if not top or (noisy.TYPED, "0") not in t.keys:
         return "not run"
-    found = t.value(noisy.TYPED, top, "finding the row")
+    found, idle = t.value(noisy.TYPED, top, "finding the row"), t.value(noisy.TYPED, "0", "finding the row")
     base, there = t.value(noisy.TYPED, "0", "claim p50"), t.value(noisy.TYPED, top, "claim p50")
     change = 100 * (there - base) / base if base > 0 else math.nan
     figure = (
-        f"{found:.0f} buffers to find the row at {int(top):,} pending A; p50 {fmt(str(base), 'ms')} ms "
-        f"-> {fmt(str(there), 'ms')} ms ({change:+.0f}%)"
+        f"{found:.0f} buffers to find the row at {int(top):,} pending A ({idle:.0f} at none); "
+        f"p50 {fmt(str(base), 'ms')} ms -> {fmt(str(there), 'ms')} ms ({change:+.0f}%)"
     )
     if mode != "full":
         return f"{figure}: not judged (quick run)"
     if int(top) < 1_000_000:
         return f"{figure}: not judged (1M not run)"
-    return f"{figure}: {'met' if found <= 10 and change <= 20 else 'not met'}"
+    return f"{figure}: {'met' if found <= idle + 8 and change <= 20 else 'not met'}"
 
 
 def poll_verdict(t: Table, mode: str) -> str:
@@ -54,14 +60,18 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     n = select(rows, noisy.NAME)
     parts += ["## 11. Noisy neighbour: a claim beside another type's backlog", "", run_note(n), ""]
     parts += [
-        "Type A gets a backlog written ahead of B's jobs (older, same priority); B has a few hundred pending. "
-        "EXPLAIN (ANALYZE, BUFFERS) of one claim, rolled back, on the same table: pgwork's claim for B (one scan "
-        "per type of the ready ring's `ready_claim_type_idx` since schema 23, `jobs_claim_type_idx` before), "
-        "pgwork's claim for any type (`ready_claim_idx`; `jobs_claim_idx` before 23), and the claim of schema "
-        "versions 2-6 for B (`jobs_claim_idx` only, the type a filter, rebuilt for the run) as the control. "
-        "`finding the row` "
-        "counts the locking scans' buffers; `rows removed by filter` the rows they read and threw away. "
-        "`claim p50/p95` are real `Queue.claim` calls for B, committed.",
+        "Type A gets a backlog written ahead of B's jobs (older, same priority); B has a few hundred pending, "
+        "written in a later ready ring segment than A's (the experiment waits for the next one), and the ring "
+        "and the jobs table are analyzed as autovacuum would. EXPLAIN (ANALYZE, BUFFERS) of one claim, rolled "
+        "back, on the same table, as the generic plan pgwork.claim runs (plan_cache_mode = force_generic_plan and "
+        "the function's other settings): pgwork's claim for B (one scan per type of each ring segment's "
+        "`(job_type, priority, available_at, job_id)` index since schema 23, `jobs_claim_type_idx` before), "
+        "pgwork's claim for any type (each segment's `(priority, available_at, job_id)` index; `jobs_claim_idx` "
+        "before 23), and the claim of schema versions 2-6 for B (`jobs_claim_idx` only, the type a filter, "
+        "rebuilt for the run) as the control. `finding the row` counts the locking scans' buffers; `rows removed "
+        "by filter` the rows they read and threw away. `claim p50/p95` are real `Queue.claim` calls for B, "
+        "committed. Runs before 2026-12-05 explained a custom plan, never analyzed the ring and wrote B in A's "
+        "segment: they could not see what migration 29 fixed (docs/benchmarks.md section 20).",
         "",
     ]
     if n:
