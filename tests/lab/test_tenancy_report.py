@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pgwork.tools.lab import backlog, noisy, report
+import pytest
+
+from pgwork.tools.lab import backlog, noisy, report, report_tenancy
 from pgwork.tools.lab.results import Measurement, Row, to_rows
 
 
@@ -42,3 +44,25 @@ def test_poll_target_needs_ten_million_and_twenty_ms() -> None:
     assert "not met." in doc("10000000", 25.0)
     assert "not judged (10M not run)" in doc("1000000", 5.0)
     assert "not judged (quick run)" in doc("10000000", 5.0, "quick")
+
+
+@pytest.mark.parametrize(
+    ("scans", "folded"),
+    [
+        ("Index Scan using jobs_claim_idx, Seq Scan on jobs", "Index Scan using jobs_claim_idx, Seq Scan on jobs"),
+        (
+            ", ".join(f"Index Scan using ready_{n}_priority_idx" for n in range(8)) + ", Index Scan using jobs_pkey",
+            "Index Scan using ready_{0-7}_priority_idx, Index Scan using jobs_pkey",
+        ),
+        (
+            "Index Scan using ready_0_x, Seq Scan on jobs, Tid Scan on ready_0, Index Scan using ready_1_x, "
+            "Tid Scan on ready_1",
+            "Index Scan using ready_{0-1}_x, Seq Scan on jobs, Tid Scan on ready_{0-1}",
+        ),
+        ("Index Scan using ready_3_x", "Index Scan using ready_3_x"),
+        ("Tid Scan on ready_0, Tid Scan on ready_2", "Tid Scan on ready_{0,2}"),
+        ("", ""),
+    ],
+)
+def test_fold_segments_writes_the_rings_per_segment_scans_once(scans: str, folded: str) -> None:
+    assert report_tenancy.fold_segments(scans) == folded

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from pgwork.tools.lab import backlog, noisy
@@ -17,6 +18,47 @@ CLAIM_TARGET = (
     "ring segment), p50 within 20% of no backlog"
 )
 POLL_TARGET = "operator poll with 10M pending over 100 types: <= 20 ms database time"
+
+
+_SEGMENT_SCAN = re.compile(r"^(.*\bready_)(\d)((?!\d).*)$")
+
+
+def fold_segments(scans: str) -> str:
+    """A plan's scan list with the ready ring's per-segment scans written once: `Index Scan using
+    ready_0_x, ..., ready_7_x` as `Index Scan using ready_{0-7}_x` (pure; the order kept)."""
+    out: list[str] = []
+    groups: dict[tuple[str, str], list[str]] = {}
+    for item in scans.split(", "):
+        match = _SEGMENT_SCAN.match(item)
+        if match is None:
+            out.append(item)
+            continue
+        key = (match.group(1), match.group(3))
+        if key not in groups:
+            groups[key] = []
+            out.append("\0".join(key))
+        groups[key].append(match.group(2))
+    folded = []
+    for item in out:
+        if "\0" not in item:
+            folded.append(item)
+            continue
+        head, tail = item.split("\0")
+        digits = groups[(head, tail)]
+        span = (
+            digits[0]
+            if len(digits) == 1
+            else f"{{{digits[0]}-{digits[-1]}}}"
+            if _consecutive(digits)
+            else ("{" + ",".join(digits) + "}")
+        )
+        folded.append(f"{head}{span}{tail}")
+    return ", ".join(folded)
+
+
+def _consecutive(digits: list[str]) -> bool:
+    numbers = [int(d) for d in digits]
+    return numbers == list(range(numbers[0], numbers[0] + len(numbers)))
 
 
 def _largest(t: Table, series: str) -> str:
@@ -76,6 +118,9 @@ def render(rows: Sequence[Row], plots: Sequence[str]) -> list[str]:
     ]
     if n:
         t = pivot(n)
+        for key, cell in list(t.cells.items()):
+            if key[2] == "claim scan":
+                t.cells[key] = fold_segments(cell)
         parts += [render_pivot(t, "claim", "pending A", x_first=True), ""]
         parts += [f"Target: {CLAIM_TARGET}. Here: {claim_verdict(t, n[0].mode)}.", ""]
     parts += [f"![{p}]({p})" for p in plots if "noisy" in p]
