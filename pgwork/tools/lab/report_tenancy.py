@@ -25,40 +25,31 @@ _SEGMENT_SCAN = re.compile(r"^(.*\bready_)(\d)((?!\d).*)$")
 
 def fold_segments(scans: str) -> str:
     """A plan's scan list with the ready ring's per-segment scans written once: `Index Scan using
-    ready_0_x, ..., ready_7_x` as `Index Scan using ready_{0-7}_x` (pure; the order kept)."""
-    out: list[str] = []
-    groups: dict[tuple[str, str], list[str]] = {}
+    ready_0_x, ..., ready_7_x` as `Index Scan using ready_{0-7}_x` (pure; first appearance's order)."""
+    order: list[str | tuple[str, str]] = []
+    segments: dict[tuple[str, str], list[int]] = {}
     for item in scans.split(", "):
         match = _SEGMENT_SCAN.match(item)
         if match is None:
-            out.append(item)
+            order.append(item)
             continue
         key = (match.group(1), match.group(3))
-        if key not in groups:
-            groups[key] = []
-            out.append("\0".join(key))
-        groups[key].append(match.group(2))
-    folded = []
-    for item in out:
-        if "\0" not in item:
-            folded.append(item)
-            continue
-        head, tail = item.split("\0")
-        digits = groups[(head, tail)]
-        span = (
-            digits[0]
-            if len(digits) == 1
-            else f"{{{digits[0]}-{digits[-1]}}}"
-            if _consecutive(digits)
-            else ("{" + ",".join(digits) + "}")
-        )
-        folded.append(f"{head}{span}{tail}")
-    return ", ".join(folded)
+        if key not in segments:
+            segments[key] = []
+            order.append(key)
+        segments[key].append(int(match.group(2)))
+    return ", ".join(item if isinstance(item, str) else _folded(item, segments[item]) for item in order)
 
 
-def _consecutive(digits: list[str]) -> bool:
-    numbers = [int(d) for d in digits]
-    return numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+def _folded(key: tuple[str, str], numbers: list[int]) -> str:
+    head, tail = key
+    if len(numbers) == 1:
+        span = str(numbers[0])
+    elif numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+        span = f"{{{numbers[0]}-{numbers[-1]}}}"
+    else:
+        span = "{" + ",".join(str(n) for n in numbers) + "}"
+    return f"{head}{span}{tail}"
 
 
 def _largest(t: Table, series: str) -> str:
