@@ -23,7 +23,7 @@ import time
 
 import psycopg
 
-from pgwork.tools.lab.labdb import LabDatabase
+from pgwork.tools.lab.labdb import LabDatabase, wait_for_next_segment
 
 SET_ALL = """
 DO $$
@@ -90,10 +90,7 @@ def main() -> None:
             (other_needed + 20,),
         )
         # The backlog comes in a later 10 s segment than `other`'s jobs, as it would a while after.
-        segment = "SELECT pgwork.ready_segment(clock_timestamp())"
-        first = conn.execute(segment).fetchone()
-        while conn.execute(segment).fetchone() == first:
-            time.sleep(0.1)
+        wait_for_next_segment(conn)
         for backlog in backlogs:
             conn.execute(
                 "INSERT INTO pgwork.jobs (job_type, payload, idempotency_key) "

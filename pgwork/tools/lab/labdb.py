@@ -10,10 +10,12 @@ from __future__ import annotations
 import platform
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from pgwork import embedded
@@ -37,6 +39,15 @@ class RunSummary:
     max_attempt: int
     seconds: float
     results: int
+
+
+def wait_for_next_segment(conn: psycopg.Connection[Any]) -> None:
+    """Wait for the ready ring's next segment (at most 10 s), so what is written next lies apart
+    from what came before, as jobs enqueued a while after a batch do."""
+    segment = "SELECT pgwork.ready_segment(clock_timestamp())"
+    first = conn.execute(segment).fetchone()
+    while conn.execute(segment).fetchone() == first:
+        time.sleep(0.05)
 
 
 class LabDatabase:

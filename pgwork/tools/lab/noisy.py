@@ -17,7 +17,7 @@ from typing import Any, LiteralString
 
 from pgwork.db import claim_statement
 from pgwork.tools.lab import plans, query
-from pgwork.tools.lab.labdb import LabDatabase
+from pgwork.tools.lab.labdb import LabDatabase, wait_for_next_segment
 from pgwork.tools.lab.results import Measurement, Outcome
 from pgwork.tools.lab.stats import percentile
 
@@ -91,21 +91,12 @@ def _claims(lab: LabDatabase, count: int, violations: list[str], x: str) -> list
     return samples
 
 
-def _next_segment(lab: LabDatabase) -> None:
-    """Wait for the ready ring's next segment (at most 10 s), so what is written next lies apart
-    from what came before, as jobs enqueued a while after a batch do."""
-    segment: LiteralString = "SELECT pgwork.ready_segment(clock_timestamp()) AS segment"
-    first = lab.conn.execute(segment).fetchone()
-    while lab.conn.execute(segment).fetchone() == first:
-        time.sleep(0.05)
-
-
 def _fresh_b(lab: LabDatabase, wanted: int, first: int) -> int:
     """B's pending jobs written anew, behind all of A's and in a later ring segment: the case where
     a claim that cannot tell the types apart in its index walks A's whole backlog before the first
     B, and where statistics see A's segment holding A alone (before migration 29 the generic plan
     then read that segment through its any-type index, filtering on the type)."""
-    _next_segment(lab)
+    wait_for_next_segment(lab.conn)
     lab.run("delete_pending_of_type", {"job_type": B})
     lab.run("insert_pending", {"prefix": B, "types": 1, "first": first, "last": first + wanted - 1})
     return first + wanted
