@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from traceback import TracebackException
-from typing import Any
+from typing import Any, TextIO
 
 from pgwork.credentials import scrub
 from pgwork.errors import InvalidArgument
@@ -66,12 +66,16 @@ class LineFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self.stamp(record.created, record.msecs)
+
+    def stamp(self, created: float, msecs: float) -> str:
+        """`asctime` for an instant, as formatTime writes it with no datefmt."""
+        second = int(created)
         cached = self._second  # one tuple: another thread's update is never seen half done
         if cached[0] != second:
-            cached = (second, time.strftime(self.default_time_format, self.converter(record.created)))
+            cached = (second, time.strftime(self.default_time_format, self.converter(created)))
             self._second = cached
-        return f"{cached[1]},{int(record.msecs):03d}"  # logging's default_msec_format, '%s,%03d'
+        return f"{cached[1]},{int(msecs):03d}"  # logging's default_msec_format, '%s,%03d'
 
 
 class ScrubbingFormatter(LineFormatter):
@@ -88,7 +92,68 @@ class ScrubbingFormatter(LineFormatter):
         return scrub(text, self._secret) if record.levelno >= logging.WARNING else text
 
 
+class LineHandler(logging.StreamHandler[TextIO]):
+    """The command line's handler (configure): a StreamHandler that can also write a batch of one
+    logger's lines below WARNING in one write (`write_lines`, for the worker's per-job lines),
+    each exactly as `emit` would have written it."""
+
+    def write_lines(self, name: str, level: int, messages: Sequence[str]) -> None:
+        """Write `messages` (each already `msg % args`) as lines of logger `name` at `level`, all
+        stamped now. Only for what `batch_handler` allowed."""
+        formatter = self.formatter
+        assert isinstance(formatter, LineFormatter)
+        now = time.time_ns()
+        created, msecs = now / 1e9, (now % 1_000_000_000) // 1_000_000
+        # inert() maps character by character: the prefix (a stamp, a level, a logger name: all
+        # printable ASCII but for an odd level name, escaped here as formatMessage would) and each
+        # message can be escaped apart.
+        prefix = inert(f"{formatter.stamp(created, msecs)} {logging.getLevelName(level)} {name}: ")
+        text = "".join([prefix + inert(m) + self.terminator for m in messages])
+        self.acquire()
+        try:
+            self.stream.write(text)
+            self.flush()
+        except RecursionError:  # as StreamHandler.emit
+            raise
+        except Exception:
+            self.handleError(logging.LogRecord(name, level, __file__, 0, "%s", (messages[0],), None))
+        finally:
+            self.release()
+
+
+def batch_handler(logger: logging.Logger, level: int) -> LineHandler | None:
+    """The one handler a record of `logger` at `level` (enabled) would reach, when writing lines
+    through its `write_lines` gives exactly the text, and only the effects, that logging each as
+    its own record would: no filter on the logger, no record factory of the program's own, and
+    of every handler on the way up that takes `level`, exactly one, the command line's own
+    (configure), unfiltered, formatting FORMAT. Else None: log each record (an embedding
+    program's handlers and filters see every one)."""
+    if level >= logging.WARNING or logger.disabled or logger.filters:
+        return None  # WARNING and above may be scrubbed (ScrubbingFormatter)
+    if logging.getLogRecordFactory() is not logging.LogRecord:
+        return None
+    found: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        found.extend(h for h in current.handlers if level >= h.level)
+        current = current.parent if current.propagate else None
+    if len(found) != 1:
+        return None  # none: logging.lastResort's own format; several: each its own record
+    handler = found[0]
+    formatter = handler.formatter
+    if (
+        type(handler) is not LineHandler
+        or handler.filters
+        or type(formatter) not in (LineFormatter, ScrubbingFormatter)
+        or formatter is None
+        or formatter._fmt != FORMAT
+        or formatter.datefmt is not None
+    ):
+        return None
+    return handler
+
+
 def configure(verbose: bool, environ: Mapping[str, str], secret: str | None = None) -> None:
-    handler = logging.StreamHandler()
+    handler = LineHandler()
     handler.setFormatter(ScrubbingFormatter(FORMAT, secret))
     logging.basicConfig(level=log_level(verbose, environ), handlers=[handler])

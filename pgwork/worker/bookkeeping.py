@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pgwork import tracing
+from pgwork.logsetup import LineHandler, batch_handler
 from pgwork.tables import inert
 from pgwork.worker.attempt import Attempt
 from pgwork.worker.finishes import Answers
@@ -47,18 +48,21 @@ class Bookkeeper:
         now = time.monotonic()
         out = _Lines()
         ran, timed = 0.0, 0
-        for a, outcome in answers:
-            durations.setdefault((a.job_type, outcome.value), []).append(now - a.claimed_at)
-            if a.ran is not None:
-                ran, timed = ran + a.ran, timed + 1
-            # A lost lease wrote nothing, whatever had been decided.
-            decision = lost() if outcome is Outcome.LEASE_LOST else a.decision or Decision(outcome)
-            _log(out, a, decision, outcome, now)
-            if a.span is not None:
-                if decision.error_type is not None:
-                    tracing.mark_error(a.span, decision.error_type, decision.message or "")
-                a.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
-                a.span.end()
+        try:
+            for a, outcome in answers:
+                durations.setdefault((a.job_type, outcome.value), []).append(now - a.claimed_at)
+                if a.ran is not None:
+                    ran, timed = ran + a.ran, timed + 1
+                # A lost lease wrote nothing, whatever had been decided.
+                decision = lost() if outcome is Outcome.LEASE_LOST else a.decision or Decision(outcome)
+                _log(out, a, decision, outcome, now)
+                if a.span is not None:
+                    if decision.error_type is not None:
+                        tracing.mark_error(a.span, decision.error_type, decision.message or "")
+                    a.span.set_attribute(tracing.JOB_OUTCOME, outcome.value)
+                    a.span.end()
+        finally:
+            out.flush()  # the lines held for one write
         if self._ran is not None and timed:
             self._ran(ran / timed, timed)
         self._holdings.remove_many([a.id for a, _ in answers])
@@ -120,25 +124,41 @@ _LINE = _log.__code__.co_firstlineno
 
 
 class _Lines:
-    """One batch's job lines, each its own LogRecord through the logger's filters and handlers.
+    """One batch's job lines, each as its own LogRecord would write it.
 
-    `log.log(level, msg, *args)` without its walk up the stack for the caller (findCaller, a
-    third of a line's cost, paid per job): a record names `_log` here as its origin. The first
-    record of each level is made by the logger (`makeRecord`, so by the record factory in force);
-    the batch's later ones copy its attributes and take their own message arguments, as long as
-    that factory is logging's own (LogRecord's constructor was a third of what is left of a
-    line's cost, issue 28). They then share its creation time, thread and process: the batch was
-    booked at that instant, on that thread. Text arguments (the job type, the error's first
-    line: job data) are made inert here too, whatever formatter an embedding program's handler
-    uses (pgwork's own, logsetup.LineFormatter, escapes every line)."""
+    Where the lines reach only the command line's own handler (logsetup.batch_handler: a
+    `pgwork worker` whose program added no handler or filter), a batch's lines below WARNING are
+    formatted there and written in one write at `flush`: the same text, line for line and in
+    order, at a third of a record's cost (issue 28). Otherwise each is a LogRecord through the
+    logger's filters and handlers, without `log.log`'s walk up the stack for the caller
+    (findCaller, paid per job): a record names `_log` here as its origin. The first record of
+    each level is made by the logger (`makeRecord`, so by the record factory in force); the
+    batch's later ones copy its attributes and take their own message arguments, as long as
+    that factory is logging's own. Either way a batch's lines of one level share one creation time
+    (and a record's thread and process): the batch was booked at that instant, on that thread. Text arguments (the job
+    type, the error's first line: job data) are made inert here too, whatever formatter an
+    embedding program's handler uses (pgwork's own, logsetup.LineFormatter, escapes every line)."""
 
     def __init__(self) -> None:
         self._made: dict[int, dict[str, Any]] = {}
+        self._writers: dict[int, LineHandler | None] = {}
+        self._held: list[str] = []  # messages written together at `flush`, by `_held_by`
+        self._held_by: tuple[LineHandler, int] | None = None
 
     def line(self, level: int, msg: str, *args: object) -> None:
         if not log.isEnabledFor(level):
             return
         args = tuple(inert(a) if isinstance(a, str) else a for a in args)
+        if level not in self._writers:
+            self._writers[level] = batch_handler(log, level)
+        writer = self._writers[level]
+        if writer is not None:
+            if self._held and (writer, level) != self._held_by:
+                self.flush()  # one write is one handler's lines at one level
+            self._held_by = (writer, level)
+            self._held.append(msg % args)
+            return
+        self.flush()  # the lines before this record go out before it
         made = self._made.get(level)
         if made is None:
             record = log.makeRecord(log.name, level, __file__, _LINE, msg, args, None, "_log")
@@ -149,6 +169,13 @@ class _Lines:
             record.__dict__.update(made)
             record.msg, record.args = msg, args
         log.handle(record)
+
+    def flush(self) -> None:
+        """Write the lines held for one write."""
+        if self._held and self._held_by is not None:
+            held, self._held = self._held, []
+            writer, level = self._held_by
+            writer.write_lines(log.name, level, held)
 
 
 _new_record = logging.LogRecord.__new__

@@ -282,18 +282,26 @@ def test_side_by_side_quotes_the_reference_and_reads_ours_from_rows() -> None:
     assert table["held, 3 s jobs: longest open transaction"] == ("2.52 s", "not run")
 
 
-def test_a_section_from_another_server_says_which() -> None:
-    def machine(run: str, pg: str, server: str) -> list[Row]:
+def test_a_section_from_another_server_or_cpu_says_which() -> None:
+    def machine(run: str, pg: str, server: str, cpu: str = "AMD EPYC") -> list[Row]:
         return [
             Row(run, "t", "full", "machine", "this machine", "", "postgresql", pg, ""),
             Row(run, "t", "full", "machine", "this machine", "", "server", server, ""),
+            *([Row(run, "t", "full", "machine", "this machine", "", "cpu", cpu, "")] if cpu else []),
         ]
 
-    rows = machine("20261203T1", "18.6", "embedded (Unix socket)") + machine("20261203T2", "15.8", "local server")
-    page = "_Run 20261203T1 (full mode)._\n\n_Run 20261203T2 (full mode)._\n\n_Run 20261202T9 (quick mode)._\n"
+    rows = (
+        machine("20261203T1", "18.6", "embedded (Unix socket)")
+        + machine("20261203T3", "15.8", "local server", "Intel(R) Xeon(R) Processor")
+        + machine("20261203T4", "15.8", "local server", "")
+        + machine("20261203T5", "15.8", "local server")
+    )
+    page = "".join(f"_Run 20261203T{n} (full mode)._\n\n" for n in (1, 3, 4, 5)) + "_Run 20261202T9 (quick mode)._\n"
     assert pivot.with_servers(page, rows) == (
-        "_Run 20261203T1 (full mode), on PostgreSQL 18.6, embedded (Unix socket)._\n\n"
-        "_Run 20261203T2 (full mode)._\n\n"  # the newest run's server is the one under Machine
+        "_Run 20261203T1 (full mode), on PostgreSQL 18.6, embedded (Unix socket), AMD EPYC._\n\n"
+        "_Run 20261203T3 (full mode), on PostgreSQL 15.8, local server, Intel(R) Xeon(R) Processor._\n\n"
+        "_Run 20261203T4 (full mode), on PostgreSQL 15.8, local server._\n\n"  # its CPU was not recorded
+        "_Run 20261203T5 (full mode)._\n\n"  # the newest run's server and CPU are the ones under Machine
         "_Run 20261202T9 (quick mode)._\n"  # no machine rows for it: nothing to say
     )
 

@@ -111,25 +111,30 @@ _RUN_NOTE = re.compile(r"^_Run (\S+) \((\w+) mode\)\._$", re.MULTILINE)
 
 
 def with_servers(page: str, rows: Sequence[Row]) -> str:
-    """Each section's run line names the server its run used when that differs from the newest
-    run's (shown under Machine): sections are refreshed one experiment at a time, and WAL or
-    latency figures from an embedded server and from the shared local one do not compare."""
+    """Each section's run line names the server and the CPU its run used when they differ from
+    the newest run's (shown under Machine): sections are refreshed one experiment at a time, WAL
+    or latency figures from an embedded server and from the shared local one do not compare, and
+    sessions run on machines of one kind with different CPUs, which weigh a Python client's work
+    differently (issue 28: the same worker read 0.80x the bare loop on one, 0.46x on another)."""
     runs = {r.run for r in rows if r.experiment == "machine"}
-    described = {
-        run: f"PostgreSQL {pg}, {where}"
-        for run in runs
-        if (pg := _value(rows, run, "postgresql")) and (where := _value(rows, run, "server"))
-    }
+    described = {run: _where(rows, run) for run in runs}
     newest = select(rows, "machine")
     shown = described.get(newest[0].run) if newest else None
 
     def note(m: re.Match[str]) -> str:
         where = described.get(m.group(1))
-        if where is None or where == shown:
+        if not where or where == shown:
             return m.group(0)
         return f"_Run {m.group(1)} ({m.group(2)} mode), on {where}._"
 
     return _RUN_NOTE.sub(note, page)
+
+
+def _where(rows: Sequence[Row], run: str) -> str:
+    """'PostgreSQL 15.20, local server, AMD EPYC': what is known of a run's server and CPU."""
+    pg, server, cpu = (_value(rows, run, metric) for metric in ("postgresql", "server", "cpu"))
+    parts = [f"PostgreSQL {pg}, {server}" if pg and server else "", cpu]
+    return ", ".join(p for p in parts if p)
 
 
 def _value(rows: Sequence[Row], run: str, metric: str) -> str:
