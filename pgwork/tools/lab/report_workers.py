@@ -83,17 +83,21 @@ PEER_TABLE = [
     "| `pgwork worker` (batch 1, concurrency 1) vs pgqueuer batch 1 | 968 vs 755 | 1.31x [1.25-1.35] |",
     "| the same worker vs the reference design's bare claim/finish loop | 968 vs 1,187 | **0.82x [0.76-0.83]** |",
     "",
-    "The same code on the embedded PostgreSQL 18.6 (run 20261205T194710Z, Unix socket, autovacuum on, load "
-    "0.5-1.3; not in the CSV): batch 100 0.79x [0.72-0.87] pgqueuer and **0.91x [0.83-0.98] the API loop**, "
-    "batch 1 1,020 jobs/s, **0.76x [0.74-0.86] the bare loop** (1,323).",
+    "Two more runs of the same code, not in the CSV: the embedded PostgreSQL 18.6 (run 20261205T194710Z, Unix "
+    "socket, autovacuum on, load 0.5-1.3): batch 100 0.79x [0.72-0.87] pgqueuer and **0.91x [0.83-0.98] the API "
+    "loop**, batch 1 1,020 jobs/s, **0.76x [0.74-0.86] the bare loop** (1,323); PostgreSQL 15 again (run "
+    "20261205T195641Z): batch 100 0.84x [0.77-1.00] pgqueuer and **0.97x [0.90-1.03] the API loop**, batch 1 "
+    "1,008 jobs/s, **0.79x [0.71-0.84] the bare loop** (1,250; main's worker 0.81x in the same rounds).",
     "",
-    "Issue 28's targets, from these runs. Batch 100 >= 0.9x the API loop: met on both servers (1.02x, 0.91x; "
-    "main's worker before the seventh round, in the same rounds, 0.94x and 0.93x). Batch 1 >= 0.8x the bare "
-    "loop: met on PostgreSQL 15 (0.82x; main's worker 0.75x in the same rounds), not on the embedded 18 (0.76x, "
-    "main's 0.76x); across this page's runs the ratio has ranged 0.64-0.82x with the machine, the server and "
+    "Issue 28's targets, from these runs. Batch 100 >= 0.9x the API loop: met in all three (1.02x, 0.97x, "
+    "0.91x; main's worker before the seventh round, in the same rounds, 0.94x, 0.98x and 0.93x). Batch 1 >= "
+    "0.8x the bare loop: at its edge, 0.82x, 0.79x and 0.76x (main's worker 0.75x, 0.81x, 0.76x: the round's "
+    "changes are worth 1.02-1.05x at batch 1, less than a run's spread); across this page's runs the ratio has "
+    "ranged 0.64-0.82x with the machine, the server and "
     "the host's state (on an Intel Xeon machine of the same kind, 2026-12-05, 0.46-0.49x: there every path "
-    "heavy in Python slowed and the bare loop did not). Batch 100 >= 1.5x pgqueuer on asyncpg: not met, 0.90x "
-    "and 0.79x; the next section shows why no worker built on pgwork's fenced API can reach it on two cores, and "
+    "heavy in Python slowed and the bare loop did not). Batch 100 >= 1.5x pgqueuer on asyncpg: not met, 0.90x, "
+    "0.84x and 0.79x; the next section shows why no worker built on pgwork's fenced API can reach it on two "
+    "cores, and "
     "why one process cannot on more.",
     "",
     "What issue 28's seventh round changed (baseline: main's worker before it, 4a9d9ec, "
@@ -107,7 +111,8 @@ PEER_TABLE = [
     "18, 3 rounds each, before and after): 49.0 [47.4-53.8] -> 41.8 [41.5-54.8] µs; the finisher thread 16.0 "
     "-> 11.0 µs a job, its bookkeeping 10.7 -> 4.7 (`time.thread_time` around it). Per-round ratio of this "
     "worker to main's: PostgreSQL 15 batch 1 1.05x [0.97-1.10], batch 10 1.03x [0.98-1.16], batch 100 1.08x "
-    "[1.00-1.12]; embedded 18 batch 1 1.04x [0.96-1.06], batch 100 0.99x [0.83-1.12]. Measured and ruled out "
+    "[1.00-1.12], and in the second run 1.02x [0.97-1.03], 1.03x [0.90-1.06], 1.02x [0.85-1.10]; embedded 18 "
+    "batch 1 1.04x [0.96-1.06], batch 100 0.99x [0.83-1.12]. Measured and ruled out "
     "at batch 1 (PostgreSQL 15, 5,000-job drains, interleaved): the batch's bookkeeping handed to the "
     "finisher's idle thread (671-734 against 924-960 jobs/s: the hand-off and the GIL cost more than the "
     "45 µs of bookkeeping it moved off the runner); the bookkeeping deferred into the next write's wait for "
