@@ -129,15 +129,16 @@ class _Lines:
     Where the lines reach only the command line's own handler (logsetup.batch_handler: a
     `pgwork worker` whose program added no handler or filter), a batch's lines below WARNING are
     formatted there and written in one write at `flush`: the same text, line for line and in
-    order, at a third of a record's cost (issue 28). Otherwise each is a LogRecord through the
-    logger's filters and handlers, without `log.log`'s walk up the stack for the caller
+    order, at under a third of a record's cost (issue 28). Otherwise each is a LogRecord through
+    the logger's filters and handlers, without `log.log`'s walk up the stack for the caller
     (findCaller, paid per job): a record names `_log` here as its origin. The first record of
     each level is made by the logger (`makeRecord`, so by the record factory in force); the
     batch's later ones copy its attributes and take their own message arguments, as long as
-    that factory is logging's own. Either way a batch's lines of one level share one creation time
-    (and a record's thread and process): the batch was booked at that instant, on that thread. Text arguments (the job
-    type, the error's first line: job data) are made inert here too, whatever formatter an
-    embedding program's handler uses (pgwork's own, logsetup.LineFormatter, escapes every line)."""
+    that factory is logging's own. Either way a batch's lines of one level share one creation
+    time (and a record's thread and process): the batch was booked at that instant, on that
+    thread. Text arguments (the job type, the error's first line: job data) are made inert here
+    too, whatever formatter an embedding program's handler uses (pgwork's own,
+    logsetup.LineFormatter, escapes every line)."""
 
     def __init__(self) -> None:
         self._made: dict[int, dict[str, Any]] = {}
