@@ -44,7 +44,7 @@ class RunSummary:
 def wait_for_next_segment(conn: psycopg.Connection[Any]) -> None:
     """Wait for the ready ring's next segment (at most 10 s), so what is written next lies apart
     from what came before, as jobs enqueued a while after a batch do."""
-    segment = "SELECT pgwork.ready_segment(clock_timestamp())"
+    segment = query("ready_segment_now")
     first = conn.execute(segment).fetchone()
     while conn.execute(segment).fetchone() == first:
         time.sleep(0.05)

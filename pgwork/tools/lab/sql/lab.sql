@@ -22,6 +22,10 @@ ANALYZE pgwork.jobs;
 -- one type was read whole for another's claim; the lab, never analyzing the ring, missed it).
 VACUUM (ANALYZE) pgwork.jobs, pgwork.ready;
 
+-- name: ready_segment_now
+-- The ready ring's segment a job made ready now would go to (labdb.wait_for_next_segment).
+SELECT pgwork.ready_segment(clock_timestamp()) AS segment;
+
 -- name: show_data_directory
 -- scripts/cpu_per_job.py finds the embedded server's postmaster by it (the lab's own server only).
 SELECT current_setting('data_directory') AS data_directory;
