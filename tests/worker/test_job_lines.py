@@ -235,3 +235,30 @@ def test_lines_of_two_levels_are_written_in_their_order(own: tuple[logsetup.Line
     lines.flush()
     assert [w.count("\n") for w in stream.writes] == [2, 1, 1]
     assert [line.split(" ")[2] for line in "".join(stream.writes).splitlines()] == ["INFO", "INFO", "DEBUG", "INFO"]
+
+
+def test_format_codes_in_a_job_type_are_text(own: tuple[logsetup.LineHandler, Writes]) -> None:
+    _, stream = own
+    lines = bookkeeping._Lines()
+    lines.line(logging.INFO, SUCCESS, 1, "ocr %s %(x)s %d", 1, 0.25, "")
+    lines.flush()
+    assert stream.writes[0].endswith(": job 1 (ocr %s %(x)s %d) attempt 1 succeeded in 0.250s\n")
+
+
+class Broken(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError("the reader went away")
+
+
+def test_a_stream_that_fails_is_reported_as_emit_would_and_the_batch_goes_on(
+    own: tuple[logsetup.LineHandler, Writes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler, _ = own
+    handler.setStream(Broken())
+    reported: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "handleError", reported.append)
+    lines = bookkeeping._Lines()
+    for n in (1, 2):
+        lines.line(logging.INFO, SUCCESS, n, "ocr", 1, 0.25, "")
+    lines.flush()  # no exception reaches the bookkeeper
+    assert len(reported) == 1 and reported[0].getMessage().startswith("job 1 (ocr)")
